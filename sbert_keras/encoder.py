@@ -1,0 +1,235 @@
+"""`SentenceEncoder`: preprocessor -> backbone -> masked pooling -> L2 norm."""
+
+import os
+import warnings
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+
+from sbert_keras.checkpoints import is_transformers_folder
+from sbert_keras.checkpoints import load_transformers_folder
+from sbert_keras.layers import MaskedPooling
+from sbert_keras.preprocessor import SentenceEncoderPreprocessor
+from sbert_keras.preprocessor import check_texts
+
+DEFAULT_PRESET = "roberta_base_en"
+# Padded lengths used by `encode`: a small set, so few shapes are ever run.
+BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def bucket_length(length, max_length):
+    """The smallest bucket >= `length` (capped at `max_length`)."""
+    for bucket in BUCKETS:
+        if bucket >= length:
+            return min(bucket, max_length)
+    return max_length
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class SentenceEncoder(keras_hub.models.TextEmbedder):
+    """The one sentence encoder: raw text in, one float32 vector per text out.
+
+    A functional Keras model: the backbone's token embeddings go through
+    `MaskedPooling` (float32) and, optionally, a float32 L2 normalisation.
+    Every siamese objective of `sbert_keras` wraps one instance of it, so the
+    weights are shared by construction. With a `preprocessor` attached,
+    `predict`, `fit` and `evaluate` accept raw strings.
+
+    Args:
+        backbone: a KerasHub text backbone taking `token_ids` and
+            `padding_mask` (and optionally `segment_ids`).
+        preprocessor: a `SentenceEncoderPreprocessor` or `None`.
+        pooling: str. `"mean"` (default), `"max"` or `"cls"`.
+        normalize: bool. L2-normalise the output.
+
+    Example:
+    ```python
+    encoder = SentenceEncoder.from_preset("path/to/all-MiniLM-L6-v2")
+    vectors = encoder.encode(["A man is playing a guitar.", "Someone plays."])
+    ```
+    """
+
+    def __init__(self, backbone, preprocessor=None, pooling="mean", normalize=False, **kwargs):
+        # === Layers ===
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self.pooling_layer = MaskedPooling(pooling, name="pooling")
+        self.normalization_layer = (
+            keras.layers.UnitNormalization(axis=-1, dtype="float32", name="normalize")
+            if normalize
+            else None
+        )
+
+        # === Functional Model ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in backbone.input
+        }
+        sequence = backbone(inputs)
+        if isinstance(sequence, dict):
+            sequence = sequence["sequence_output"]
+        outputs = self.pooling_layer(sequence, inputs["padding_mask"])
+        if self.normalization_layer is not None:
+            outputs = self.normalization_layer(outputs)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.pooling = pooling
+        self.normalize = normalize
+        self.last_num_truncated = 0
+        self._infer_fns = {}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"pooling": self.pooling, "normalize": self.normalize})
+        return config
+
+    @property
+    def embedding_dim(self):
+        return int(self.output.shape[-1])
+
+    @property
+    def sequence_length(self):
+        return self.preprocessor.sequence_length
+
+    # === Constructors ===
+
+    @classmethod
+    def from_preset(
+        cls,
+        preset=DEFAULT_PRESET,
+        pooling=None,
+        normalize=None,
+        sequence_length=None,
+        dtype=None,
+        **kwargs,
+    ):
+        """Builds an encoder from a preset name or a local folder.
+
+        Args:
+            preset: str. A KerasHub preset name (`"roberta_base_en"`, the
+                default; downloaded by KerasHub), a local KerasHub preset
+                directory, or a local Hugging Face / sentence-transformers
+                folder (`config.json` with `model_type`; BERT or RoBERTa).
+                For a sentence-transformers folder, pooling, normalisation and
+                maximum length follow its `modules.json`, `1_Pooling/` and
+                `sentence_bert_config.json` unless overridden here.
+            pooling: str or None. `"mean"`, `"max"` or `"cls"`.
+            normalize: bool or None. L2-normalise the embeddings.
+            sequence_length: int or None. Maximum tokens per text.
+            dtype: dtype policy of the backbone (e.g. `"mixed_bfloat16"`).
+        """
+        preset = os.fspath(preset)
+        if is_transformers_folder(preset):
+            backbone, tokenizer, settings = load_transformers_folder(preset, dtype=dtype)
+        else:
+            backbone = keras_hub.models.Backbone.from_preset(preset, dtype=dtype)
+            tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(preset)
+            settings = {"pooling": None, "normalize": None,
+                        "max_seq_length": getattr(backbone, "max_sequence_length", 512)}
+        preprocessor = SentenceEncoderPreprocessor(
+            tokenizer,
+            sequence_length=sequence_length or settings["max_seq_length"],
+            include_segment_ids="segment_ids" in backbone.input,
+        )
+        return cls(
+            backbone=backbone,
+            preprocessor=preprocessor,
+            pooling=pooling or settings["pooling"] or "mean",
+            normalize=settings["normalize"] if normalize is None else normalize,
+            **kwargs,
+        )
+
+    # === Inference ===
+
+    def _infer_fn(self):
+        """A `tf.function` with dynamic batch and length: traced once."""
+        key = "default"
+        if key not in self._infer_fns:
+            names = list(self.input)
+            spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in names]
+
+            @tf.function(input_signature=spec, reduce_retracing=True)
+            def infer(*tensors):
+                return self(dict(zip(names, tensors)), training=False)
+
+            self._infer_fns[key] = infer
+        return self._infer_fns[key]
+
+    def encode(
+        self,
+        texts,
+        batch_size=32,
+        normalize=None,
+        show_progress=None,
+    ):
+        """Embeds texts with smart batching; returns float32 `(n, dim)`.
+
+        Texts are tokenised once, sorted by token length, batched and padded
+        to a small set of bucket lengths, run through one compiled function,
+        and put back in their original order. Texts longer than
+        `sequence_length` are truncated; their count is warned about and kept
+        in `self.last_num_truncated`.
+
+        Args:
+            texts: a string or a list of strings. A single string returns a
+                `(dim,)` vector.
+            batch_size: int. Texts per forward pass.
+            normalize: bool or None. L2-normalise the output; `None` keeps the
+                model's own setting.
+            show_progress: bool or None. Show a progress bar; `None` shows it
+                for more than 8 batches.
+
+        Raises:
+            ValueError / TypeError: an item is `None` or not a string; the
+                message names its position.
+        """
+        single = isinstance(texts, (str, bytes))
+        texts = check_texts(texts)
+        if batch_size < 1:
+            raise ValueError(f"`batch_size` must be >= 1. Received {batch_size}.")
+        dim = self.embedding_dim
+        if not texts:
+            return np.zeros((0, dim), "float32")
+        ids, num_truncated = self.preprocessor.tokenize(texts)
+        self.last_num_truncated = num_truncated
+        if num_truncated:
+            warnings.warn(
+                f"{num_truncated} of {len(texts)} texts were longer than "
+                f"{self.sequence_length} tokens and were truncated "
+                "(see `encoder.last_num_truncated`).",
+                stacklevel=2,
+            )
+        lengths = ids.row_lengths().numpy()
+        order = np.argsort(-lengths, kind="stable")
+        widest = bucket_length(int(lengths.max()), self.sequence_length)
+        flat = ids.to_tensor(
+            self.preprocessor.tokenizer.pad_token_id, shape=[None, widest]
+        ).numpy()
+        infer = self._infer_fn()
+        names = list(self.input)
+        out = np.empty((len(texts), dim), "float32")
+        starts = range(0, len(texts), batch_size)
+        progress = None
+        if show_progress or (show_progress is None and len(starts) > 8):
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(texts), desc="encode", unit="text")
+        for start in starts:
+            index = order[start : start + batch_size]
+            width = bucket_length(int(lengths[index].max()), self.sequence_length)
+            token_ids = flat[index, :width].astype("int32")
+            mask = (np.arange(width)[None, :] < lengths[index, None]).astype("int32")
+            feed = {"token_ids": token_ids, "padding_mask": mask,
+                    "segment_ids": np.zeros_like(token_ids)}
+            out[index] = infer(*[feed[n] for n in names]).numpy()
+            if progress is not None:
+                progress.update(len(index))
+        if progress is not None:
+            progress.close()
+        if normalize and not self.normalize:
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            out = out / np.maximum(norms, 1e-12)
+        return out[0] if single else out

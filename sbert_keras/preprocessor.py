@@ -1,0 +1,117 @@
+"""Raw strings -> the integer inputs of a sentence encoder (tf.data side)."""
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+
+def check_texts(texts, what="texts"):
+    """Validate a string or a sequence of strings; return a list of `str`.
+
+    Raises:
+        ValueError: an element is `None` (its position is named).
+        TypeError: an element is not a string (its position and type named),
+            or `texts` itself is not a string nor a sequence.
+    """
+    if isinstance(texts, (str, bytes)):
+        texts = [texts]
+    if hasattr(texts, "numpy"):  # a tf.Tensor of strings
+        texts = texts.numpy().tolist()
+    if hasattr(texts, "tolist") and not isinstance(texts, list):
+        texts = texts.tolist()
+    if not isinstance(texts, (list, tuple)):
+        raise TypeError(
+            f"`{what}` must be a string or a list of strings. "
+            f"Received an object of type {type(texts).__name__}."
+        )
+    clean = []
+    for i, text in enumerate(texts):
+        if text is None:
+            raise ValueError(f"`{what}[{i}]` is None; every item must be a string.")
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        if not isinstance(text, str):
+            raise TypeError(
+                f"`{what}[{i}]` must be a string. Received {type(text).__name__}: "
+                f"{text!r:.60}"
+            )
+        clean.append(text)
+    return clean
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
+    """Tokenises single sentences and packs them as `[start] ids [end] pad...`.
+
+    It outputs the dictionary a `SentenceEncoder` takes: `token_ids` and
+    `padding_mask` (and all-zero `segment_ids` when the backbone asks for
+    them). Any KerasHub tokenizer with start, end and pad tokens works
+    (`BertTokenizer`, `RobertaTokenizer`, ...). It runs inside `tf.data`, so
+    `encoder.predict(["a", "b"])` and `encoder.fit(strings, ...)` take raw text.
+
+    Args:
+        tokenizer: a `keras_hub.tokenizers.Tokenizer`.
+        sequence_length: int. The padded length; longer texts are truncated
+            (the end token is kept).
+        include_segment_ids: bool. Also output `segment_ids` (zeros).
+
+    Example:
+    ```python
+    preprocessor = SentenceEncoderPreprocessor(tokenizer, sequence_length=32)
+    preprocessor(["The quick brown fox.", "Call me Ishmael."])
+    ```
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        sequence_length=256,
+        include_segment_ids=False,
+        **kwargs,
+    ):
+        super().__init__(tokenizer=tokenizer, sequence_length=sequence_length, **kwargs)
+        self.include_segment_ids = include_segment_ids
+
+    def _format_output(self, token_ids, segment_ids):
+        # The documented hook of `TextEmbedderPreprocessor`: add the mask.
+        token_ids = tf.cast(token_ids, "int32")
+        inputs = {
+            "token_ids": token_ids,
+            "padding_mask": tf.cast(token_ids != self.tokenizer.pad_token_id, "int32"),
+        }
+        if self.include_segment_ids:
+            inputs["segment_ids"] = tf.zeros_like(token_ids)
+        return inputs
+
+    def tokenize(self, texts):
+        """Token ids with start/end tokens and truncation, as a RaggedTensor.
+
+        Returns:
+            `(ragged_ids, num_truncated)`: ids of shape `(n, None)` and how
+            many texts were longer than `sequence_length` and were cut.
+        """
+        if getattr(self, "_tokenize_fn", None) is None:
+            # Inside a tf.function KerasHub keeps tensors ragged (eagerly it
+            # would convert them to Python lists).
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+            def tokenize_fn(x):
+                ids = self.tokenizer(x)
+                if not isinstance(ids, tf.RaggedTensor):
+                    ids = tf.RaggedTensor.from_tensor(ids)
+                return ids
+
+            self._tokenize_fn = tokenize_fn
+        ids = self._tokenize_fn(tf.constant(texts, dtype=tf.string))
+        budget = self.sequence_length - 2
+        num_truncated = int(tf.reduce_sum(tf.cast(ids.row_lengths() > budget, "int32")))
+        ids = ids[:, :budget]
+        n = tf.shape(ids.row_lengths())[0]
+        start = tf.fill([n, 1], tf.cast(self.tokenizer.start_token_id, ids.dtype))
+        end = tf.fill([n, 1], tf.cast(self.tokenizer.end_token_id, ids.dtype))
+        ids = tf.concat([start, ids, end], axis=1)
+        return ids, num_truncated
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"include_segment_ids": self.include_segment_ids})
+        return config
