@@ -7,7 +7,19 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from sbert_keras.backbone import BertLayoutBackbone  # noqa: E402
 from sbert_keras.encoder import SentenceEncoder  # noqa: E402
+from sbert_keras.export import export_saved_model  # noqa: E402
 from sbert_keras.layers import MaskedPooling  # noqa: E402
+from sbert_keras.losses import InBatchNegativesLoss  # noqa: E402
+from sbert_keras.losses import TripletLoss  # noqa: E402
 from sbert_keras.preprocessor import SentenceEncoderPreprocessor  # noqa: E402
+from sbert_keras.siamese import ClassificationSiamese  # noqa: E402
+from sbert_keras.siamese import ContrastiveSiamese  # noqa: E402
+from sbert_keras.siamese import RegressionSiamese  # noqa: E402
+from sbert_keras.siamese import SiamesePreprocessor  # noqa: E402
+from sbert_keras.siamese import TripletSiamese  # noqa: E402
+from sbert_keras.similarity import CosineSimilarity  # noqa: E402
+from sbert_keras.similarity import PairFeatures  # noqa: E402
+from sbert_keras.similarity import SimilarityMatrix  # noqa: E402
+from sbert_keras.similarity import TripletDistances  # noqa: E402
 
 __version__ = "0.1.0"

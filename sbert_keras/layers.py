@@ -62,8 +62,6 @@ class MaskedPooling(keras.layers.Layer):
         masked = ops.where(mask > 0, x, ops.stop_gradient(lowest))
         return ops.where(count > 0, ops.max(masked, axis=1), 0.0)
 
-    def compute_output_shape(self, token_embeddings_shape, padding_mask_shape=None):
-        return (token_embeddings_shape[0], token_embeddings_shape[-1])
 
     def get_config(self):
         config = super().get_config()

@@ -83,33 +83,43 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
             inputs["segment_ids"] = tf.zeros_like(token_ids)
         return inputs
 
-    def tokenize(self, texts):
-        """Token ids with start/end tokens and truncation, as a RaggedTensor.
+    def ragged_token_ids(self, texts):
+        """Graph-safe: strings -> `[start] ids [end]` as a RaggedTensor.
+
+        Texts longer than `sequence_length` are cut (the end token is kept).
 
         Returns:
-            `(ragged_ids, num_truncated)`: ids of shape `(n, None)` and how
-            many texts were longer than `sequence_length` and were cut.
+            `(ids, truncated)`: ragged ids `(n, None)` and a bool `(n,)`
+            telling which texts were cut.
         """
-        if getattr(self, "_tokenize_fn", None) is None:
-            # Inside a tf.function KerasHub keeps tensors ragged (eagerly it
-            # would convert them to Python lists).
-            @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-            def tokenize_fn(x):
-                ids = self.tokenizer(x)
-                if not isinstance(ids, tf.RaggedTensor):
-                    ids = tf.RaggedTensor.from_tensor(ids)
-                return ids
-
-            self._tokenize_fn = tokenize_fn
-        ids = self._tokenize_fn(tf.constant(texts, dtype=tf.string))
+        ids = self.tokenizer(texts)
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(ids)
         budget = self.sequence_length - 2
-        num_truncated = int(tf.reduce_sum(tf.cast(ids.row_lengths() > budget, "int32")))
+        truncated = ids.row_lengths() > budget
         ids = ids[:, :budget]
-        n = tf.shape(ids.row_lengths())[0]
+        n = tf.shape(truncated)[0]
         start = tf.fill([n, 1], tf.cast(self.tokenizer.start_token_id, ids.dtype))
         end = tf.fill([n, 1], tf.cast(self.tokenizer.end_token_id, ids.dtype))
-        ids = tf.concat([start, ids, end], axis=1)
-        return ids, num_truncated
+        return tf.concat([start, ids, end], axis=1), truncated
+
+    def dynamic_inputs(self, texts):
+        """Graph-safe: strings -> model inputs padded to the longest text."""
+        ids, _ = self.ragged_token_ids(texts)
+        token_ids = ids.to_tensor(self.tokenizer.pad_token_id)
+        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1])
+        return self._format_output(token_ids, None) | {"padding_mask": tf.cast(mask, "int32")}
+
+    def tokenize(self, texts):
+        """Eager helper for `encode`: `(ragged ids, number truncated)`."""
+        if getattr(self, "_tokenize_fn", None) is None:
+            # Inside a tf.function KerasHub keeps tensors ragged (eagerly it
+            # converts them to Python lists).
+            self._tokenize_fn = tf.function(
+                self.ragged_token_ids, input_signature=[tf.TensorSpec([None], tf.string)]
+            )
+        ids, truncated = self._tokenize_fn(tf.constant(texts, dtype=tf.string))
+        return ids, int(tf.reduce_sum(tf.cast(truncated, "int32")))
 
     def get_config(self):
         config = super().get_config()

@@ -1,0 +1,85 @@
+"""The SBERT objectives' losses. Pure functions plus registered `Loss` classes.
+
+The regression objective uses `keras.losses.MeanSquaredError` on the cosine
+and the classification objective `keras.losses.SparseCategoricalCrossentropy`
+on the logits; the two below have no Keras equivalent. Both compute in
+float32 and ignore `y_true` (their targets are implied by the batch).
+"""
+
+import keras
+from keras import ops
+
+
+def triplet_loss(distances, margin=1.0):
+    """`max(d(a, p) - d(a, n) + margin, 0)` per row of `(batch, 2)` distances."""
+    distances = ops.cast(distances, "float32")
+    return ops.relu(distances[:, 0] - distances[:, 1] + margin)
+
+
+def in_batch_negatives_loss(similarities, scale=20.0):
+    """Softmax cross-entropy of anchor `i` against candidate `i`.
+
+    `similarities` is `(batch, batch * k)` (anchors x candidates); row `i`'s
+    target is column `i`: its own positive; every other positive (and every
+    hard negative) in the batch is a negative. Logeswaran & Lee (2018);
+    sentence-transformers' MultipleNegativesRankingLoss.
+    """
+    logits = ops.cast(similarities, "float32") * scale
+    labels = ops.arange(ops.shape(logits)[0])
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class TripletLoss(keras.losses.Loss):
+    """Triplet margin loss on `TripletSiamese` outputs; no `y_true` needed.
+
+    Args:
+        margin: float. The margin ε of `max(‖a−p‖ − ‖a−n‖ + ε, 0)`; 1.0 in
+            the SBERT paper.
+
+    Example:
+    ```python
+    loss = TripletLoss(margin=1.0)
+    loss(None, np.array([[0.5, 2.0], [1.0, 1.2]]))  # mean(0, 0.8) = 0.4
+    ```
+    """
+
+    def __init__(self, margin=1.0, name="triplet_loss", reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.margin = margin
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if y_true is None:
+            y_true = ops.zeros(ops.shape(y_pred)[:1])
+        return super().__call__(y_true, y_pred, sample_weight)
+
+    def call(self, y_true, y_pred):
+        return triplet_loss(y_pred, self.margin)
+
+    def get_config(self):
+        return {**super().get_config(), "margin": self.margin}
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class InBatchNegativesLoss(keras.losses.Loss):
+    """In-batch negatives loss on `ContrastiveSiamese` outputs (no `y_true`).
+
+    Args:
+        scale: float. Multiplies the cosines before the softmax (the inverse
+            temperature); 20 as in sentence-transformers.
+    """
+
+    def __init__(self, scale=20.0, name="in_batch_negatives_loss", reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.scale = scale
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if y_true is None:
+            y_true = ops.zeros(ops.shape(y_pred)[:1])
+        return super().__call__(y_true, y_pred, sample_weight)
+
+    def call(self, y_true, y_pred):
+        return in_batch_negatives_loss(y_pred, self.scale)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale}

@@ -1,0 +1,281 @@
+"""Siamese models: one shared `SentenceEncoder` inside every SBERT objective.
+
+Each model takes the *same* encoder instance for every input sentence, so
+the weights are shared by construction, and exposes it as `.encoder`. With
+the encoder's preprocessor attached, `fit`/`evaluate`/`predict` take raw
+strings: a tuple `(a, b)` / `(anchor, positive, negative)` of string arrays
+or a `tf.data.Dataset` yielding such tuples (or dicts keyed by role).
+`compile()` with no arguments uses the objective's loss and Adam(2e-5).
+"""
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+from sbert_keras.losses import InBatchNegativesLoss
+from sbert_keras.losses import TripletLoss
+from sbert_keras.similarity import CosineSimilarity
+from sbert_keras.similarity import PairFeatures
+from sbert_keras.similarity import SimilarityMatrix
+from sbert_keras.similarity import TripletDistances
+
+PAPER_LEARNING_RATE = 2e-5
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class SiamesePreprocessor(keras_hub.models.Preprocessor):
+    """Applies the encoder's preprocessor to each sentence of a pair/triplet.
+
+    Args:
+        preprocessor: the encoder's `SentenceEncoderPreprocessor`.
+        roles: tuple of str, the input sentences in order, e.g.
+            `("anchor", "positive", "negative")`.
+        dummy_labels: bool. Add all-zero labels when none are given (for
+            objectives whose target is implied by the batch).
+
+    Inputs `x` are a tuple/list in `roles` order or a dict keyed by role;
+    outputs are a flat dict `{f"{role}_{name}": tensor}`.
+    """
+
+    def __init__(self, preprocessor, roles, dummy_labels=False, **kwargs):
+        super().__init__(**kwargs)
+        self.preprocessor = preprocessor
+        self.roles = tuple(roles)
+        self.dummy_labels = dummy_labels
+
+    def call(self, x, y=None, sample_weight=None):
+        if isinstance(x, dict):
+            missing = [r for r in self.roles if r not in x]
+            if missing:
+                raise ValueError(f"Inputs miss the key(s) {missing}; expected {self.roles}.")
+            columns = [x[r] for r in self.roles]
+        else:
+            columns = list(x) if isinstance(x, (tuple, list)) else [x]
+            if len(columns) != len(self.roles):
+                raise ValueError(
+                    f"Expected {len(self.roles)} text inputs {self.roles}; "
+                    f"received {len(columns)}."
+                )
+        features = {}
+        for role, texts in zip(self.roles, columns):
+            for name, value in self.preprocessor(texts).items():
+                features[f"{role}_{name}"] = value
+        if y is None and self.dummy_labels:
+            y = tf.zeros(tf.shape(features[f"{self.roles[0]}_token_ids"])[:1])
+        return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "preprocessor": keras.layers.serialize(self.preprocessor),
+                "roles": list(self.roles),
+                "dummy_labels": self.dummy_labels,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config["preprocessor"] = keras.layers.deserialize(config["preprocessor"])
+        return cls(**config)
+
+
+class SiameseModel(keras_hub.models.Task):
+    """Base class: builds role inputs and runs the shared encoder on each.
+
+    Subclasses implement `head(embeddings)` (a dict role -> embedding) and
+    `default_loss()`.
+    """
+
+    roles = ()
+    dummy_labels = False
+
+    def __init__(self, encoder, roles=None, **kwargs):
+        roles = tuple(roles or self.roles)
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = (
+            SiamesePreprocessor(encoder.preprocessor, roles, self.dummy_labels)
+            if encoder.preprocessor is not None
+            else None
+        )
+        # === Functional Model ===
+        names = list(encoder.input)
+        inputs = {
+            f"{role}_{name}": keras.Input(shape=(None,), dtype="int32", name=f"{role}_{name}")
+            for role in roles
+            for name in names
+        }
+        embeddings = {
+            role: encoder({name: inputs[f"{role}_{name}"] for name in names})
+            for role in roles
+        }
+        outputs = self.head(embeddings)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.active_roles = roles
+
+    def head(self, embeddings):
+        raise NotImplementedError
+
+    def default_loss(self):
+        raise NotImplementedError
+
+    def default_metrics(self):
+        return None
+
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+        """`compile()` with the objective's defaults: its loss, Adam(2e-5)."""
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(PAPER_LEARNING_RATE)
+        if loss == "auto":
+            loss = self.default_loss()
+        if metrics == "auto":
+            metrics = self.default_metrics()
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def compile_from_config(self, config):
+        # `compile` is overridden, so Keras asks for this to restore it on load.
+        keras.Model.compile_from_config(self, config)
+
+    def get_config(self):
+        return {"encoder": keras.layers.serialize(self.encoder), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        config["encoder"] = keras.layers.deserialize(config["encoder"])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class RegressionSiamese(SiameseModel):
+    """cos(u, v) per pair, trained with MSE against a similarity score.
+
+    Inputs: `(sentence_a, sentence_b)`. Output: `(batch,)` cosines in
+    float32. Scale STS scores to the cosine's range first (see
+    `sbert_keras.data`).
+
+    Example:
+    ```python
+    model = RegressionSiamese(encoder)
+    model.compile()  # MSE, Adam(2e-5)
+    model.fit((sentences_a, sentences_b), scores, batch_size=16)
+    ```
+    """
+
+    roles = ("sentence_a", "sentence_b")
+
+    def head(self, embeddings):
+        self.similarity = CosineSimilarity(name="cosine_similarity")
+        return self.similarity(embeddings["sentence_a"], embeddings["sentence_b"])
+
+    def default_loss(self):
+        return keras.losses.MeanSquaredError()
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class TripletSiamese(SiameseModel):
+    """Stacked `[d(a, p), d(a, n)]`, trained with `TripletLoss(margin=1)`.
+
+    Args:
+        encoder: the shared `SentenceEncoder`.
+        distance: str. `"euclidean"` (default, as in the paper), `"cosine"`
+            or `"manhattan"`.
+
+    Inputs: `(anchor, positive, negative)`; no labels needed.
+    """
+
+    roles = ("anchor", "positive", "negative")
+    dummy_labels = True
+
+    def __init__(self, encoder, distance="euclidean", margin=1.0, **kwargs):
+        self.distance = distance
+        self.margin = margin
+        super().__init__(encoder, **kwargs)
+
+    def head(self, embeddings):
+        self.distances = TripletDistances(self.distance, name="triplet_distances")
+        return self.distances(embeddings["anchor"], embeddings["positive"], embeddings["negative"])
+
+    def default_loss(self):
+        return TripletLoss(margin=self.margin)
+
+    def get_config(self):
+        return {**super().get_config(), "distance": self.distance, "margin": self.margin}
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class ClassificationSiamese(SiameseModel):
+    """softmax(W·[u, v, |u−v|]) over pair labels (NLI: 3 classes).
+
+    Args:
+        encoder: the shared `SentenceEncoder`.
+        num_classes: int. 3 for NLI (entailment, neutral, contradiction).
+        concatenation: tuple of `"u"`, `"v"`, `"|u-v|"`, `"u*v"` (the
+            paper's ablation, Table 6). Default `("u", "v", "|u-v|")`.
+
+    The model outputs logits (float32); `compile()` uses sparse categorical
+    cross-entropy `from_logits=True` and accuracy. The head is part of the
+    model and is saved with it.
+    """
+
+    roles = ("sentence_a", "sentence_b")
+
+    def __init__(self, encoder, num_classes=3, concatenation=("u", "v", "|u-v|"), **kwargs):
+        self.num_classes = num_classes
+        self.concatenation = tuple(concatenation)
+        super().__init__(encoder, **kwargs)
+
+    def head(self, embeddings):
+        self.features = PairFeatures(self.concatenation, name="pair_features")
+        self.classifier = keras.layers.Dense(self.num_classes, dtype="float32", name="classifier")
+        return self.classifier(self.features(embeddings["sentence_a"], embeddings["sentence_b"]))
+
+    def default_loss(self):
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self):
+        return ["accuracy"]
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_classes": self.num_classes,
+            "concatenation": list(self.concatenation),
+        }
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class ContrastiveSiamese(SiameseModel):
+    """In-batch negatives: each anchor must pick its own positive.
+
+    Outputs the `(batch, batch * k)` cosine matrix of anchors against all
+    positives (and hard negatives), trained with `InBatchNegativesLoss`.
+
+    Args:
+        encoder: the shared `SentenceEncoder`.
+        hard_negatives: bool. Take a third input of hard negatives.
+        scale: float. Inverse temperature of the softmax (20).
+
+    Inputs: `(anchor, positive)` or `(anchor, positive, negative)`.
+    """
+
+    dummy_labels = True
+
+    def __init__(self, encoder, hard_negatives=False, scale=20.0, **kwargs):
+        self.hard_negatives = hard_negatives
+        self.scale = scale
+        kwargs.pop("roles", None)
+        roles = ("anchor", "positive", "negative") if hard_negatives else ("anchor", "positive")
+        super().__init__(encoder, roles=roles, **kwargs)
+
+    def head(self, embeddings):
+        self.similarities = SimilarityMatrix(name="similarity_matrix")
+        candidates = [embeddings[r] for r in ("positive", "negative") if r in embeddings]
+        return self.similarities(embeddings["anchor"], *candidates)
+
+    def default_loss(self):
+        return InBatchNegativesLoss(scale=self.scale)
+
+    def get_config(self):
+        return {**super().get_config(), "hard_negatives": self.hard_negatives, "scale": self.scale}

