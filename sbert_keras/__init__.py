@@ -12,6 +12,11 @@ from sbert_keras.layers import MaskedPooling  # noqa: E402
 from sbert_keras.losses import InBatchNegativesLoss  # noqa: E402
 from sbert_keras.losses import TripletLoss  # noqa: E402
 from sbert_keras.preprocessor import SentenceEncoderPreprocessor  # noqa: E402
+from sbert_keras.search import cluster  # noqa: E402
+from sbert_keras.search import community_detection  # noqa: E402
+from sbert_keras.search import paraphrase_mining  # noqa: E402
+from sbert_keras.search import paraphrase_mining_texts  # noqa: E402
+from sbert_keras.search import semantic_search  # noqa: E402
 from sbert_keras.siamese import ClassificationSiamese  # noqa: E402
 from sbert_keras.siamese import ContrastiveSiamese  # noqa: E402
 from sbert_keras.siamese import RegressionSiamese  # noqa: E402

@@ -27,6 +27,18 @@ def bucket_length(length, max_length):
     return max_length
 
 
+def restore_compile(model, config):
+    """`compile_from_config` for models whose `compile` is overridden.
+
+    Keras skips (with a warning) restoring the compile state of such models;
+    this deserialises it, compiles and builds the optimizer so its saved
+    variables load.
+    """
+    model.compile(**keras.saving.deserialize_keras_object(config))
+    if model.built:
+        model.optimizer.build(model.trainable_variables)
+
+
 @keras.saving.register_keras_serializable(package="sbert_keras")
 class SentenceEncoder(keras_hub.models.TextEmbedder):
     """The one sentence encoder: raw text in, one float32 vector per text out.
@@ -80,6 +92,9 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         self.normalize = normalize
         self.last_num_truncated = 0
         self._infer_fns = {}
+
+    def compile_from_config(self, config):
+        restore_compile(self, config)
 
     def get_config(self):
         config = super().get_config()

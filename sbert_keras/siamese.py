@@ -12,6 +12,7 @@ import keras
 import keras_hub
 import tensorflow as tf
 
+from sbert_keras.encoder import restore_compile
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.losses import TripletLoss
 from sbert_keras.similarity import CosineSimilarity
@@ -56,10 +57,13 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
                     f"Expected {len(self.roles)} text inputs {self.roles}; "
                     f"received {len(columns)}."
                 )
+        # One tokenizer call for all roles: one trace, one batch.
+        sizes = [tf.shape(c)[0] for c in columns]
+        packed = self.preprocessor(tf.concat(columns, axis=0))
         features = {}
-        for role, texts in zip(self.roles, columns):
-            for name, value in self.preprocessor(texts).items():
-                features[f"{role}_{name}"] = value
+        for name, value in packed.items():
+            for role, part in zip(self.roles, tf.split(value, sizes, axis=0)):
+                features[f"{role}_{name}"] = part
         if y is None and self.dummy_labels:
             y = tf.zeros(tf.shape(features[f"{self.roles[0]}_token_ids"])[:1])
         return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
@@ -135,8 +139,7 @@ class SiameseModel(keras_hub.models.Task):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def compile_from_config(self, config):
-        # `compile` is overridden, so Keras asks for this to restore it on load.
-        keras.Model.compile_from_config(self, config)
+        restore_compile(self, config)
 
     def get_config(self):
         return {"encoder": keras.layers.serialize(self.encoder), "name": self.name}

@@ -41,11 +41,26 @@ def tiny_vocabulary():
     return vocab, merges
 
 
-def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0):
-    vocab, merges = tiny_vocabulary()
-    tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=merges)
+def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0,
+                 kind="bert"):
+    """A 2-layer encoder with hidden size 8.
+
+    `kind="bert"`: WordPiece + `BertLayoutBackbone` (fast to trace, the
+    default in tests); `kind="roberta"`: byte-level BPE + KerasHub's
+    `RobertaBackbone` (its tokenizer takes ~2 s to trace).
+    """
     keras.utils.set_random_seed(seed)
-    backbone = keras_hub.models.RobertaBackbone(
+    if kind == "roberta":
+        vocab, merges = tiny_vocabulary()
+        tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=merges)
+        backbone_cls = keras_hub.models.RobertaBackbone
+    else:
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS))
+        vocab += ["##" + ch for ch in "abcdefghijklmnopqrstuvwxyz"] + list("abcdefghijklmnopqrstuvwxyz!.")
+        vocab = list(dict.fromkeys(vocab))
+        tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True, strip_accents=True)
+        backbone_cls = sbert_keras.BertLayoutBackbone
+    backbone = backbone_cls(
         vocabulary_size=len(vocab),
         num_layers=2,
         num_heads=2,

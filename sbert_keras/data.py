@@ -1,0 +1,378 @@
+"""Readers for the SBERT training and evaluation data, as plain Python/NumPy.
+
+Nothing here imports Keras or TensorFlow (`load_tfds_stsb` imports
+`tensorflow_datasets` when called). Readers return small dataclasses of
+string lists and a NumPy label array: STS Benchmark files (`read_sts`),
+SNLI/MultiNLI JSON lines (`read_nli`), triplet CSVs (`read_triplets_csv`);
+`nli_to_triplets`/`nli_to_pairs` derive triplet and pair data from NLI. A
+malformed record raises `DataFormatError` (a `ValueError`) naming the file
+and its 1-based line.
+
+STS score scaling: the regression objective fits the cosine similarity of
+the two embeddings, which lies in [-1, 1], so the 0..5 gold score is mapped
+linearly onto that range, as in the keras-io "Siamese RoBERTa" example:
+
+    target = score / 2.5 - 1        (0 -> -1, 2.5 -> 0, 5 -> 1)
+    score = (target + 1) * 2.5      (`unscale_sts_score`)
+"""
+
+import collections
+import csv
+import dataclasses
+import json
+import logging
+import os
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+STS_SCORE_MAX = 5.0
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+TRIPLET_HEADERS = (("anchor", "positive", "negative"), ("sentence1", "sentence2", "sentence3"))
+
+
+class DataFormatError(ValueError):
+    """A malformed record in a data file.
+
+    Args:
+        path: str or path-like. The file being read.
+        line_number: int. The 1-based line of the bad record.
+        reason: str. What was wrong; the message is `"{path}, line {n}: {reason}"`.
+    """
+
+    def __init__(self, path, line_number, reason):
+        self.path, self.line_number, self.reason = os.fspath(path), line_number, reason
+        super().__init__(f"{self.path}, line {line_number}: {reason}")
+
+
+@dataclasses.dataclass
+class SentencePairs:
+    """Sentence pairs with one float32 score each (STS: raw 0..5 scores).
+
+    Args:
+        sentence_a: list of str. The first sentences.
+        sentence_b: list of str. The second sentences.
+        labels: np.ndarray. float32 `(n,)` gold scores; pass them through
+            `scale_sts_score` for a cosine-regression target.
+    """
+
+    sentence_a: list
+    sentence_b: list
+    labels: np.ndarray
+
+    def __len__(self):
+        return len(self.sentence_a)
+
+    def as_tuple(self):
+        """`(sentence_a, sentence_b)`, the `x` of a pair model's `fit`."""
+        return self.sentence_a, self.sentence_b
+
+
+@dataclasses.dataclass
+class NLIPairs(SentencePairs):
+    """Premise/hypothesis pairs with int32 labels indexing `NLI_LABELS`.
+
+    Args:
+        sentence_a: list of str. The premises (`sentence1`).
+        sentence_b: list of str. The hypotheses (`sentence2`).
+        labels: np.ndarray. int32 `(n,)`: 0 entailment, 1 neutral,
+            2 contradiction, -1 unlabeled (only with `skip_unlabeled=False`).
+        num_skipped: int. Unlabeled (`gold_label == "-"`) lines skipped.
+    """
+
+    num_skipped: int = 0
+
+
+@dataclasses.dataclass
+class Triplets:
+    """Anchor/positive(/negative) sentences for triplet or in-batch objectives.
+
+    Args:
+        anchor: list of str. The anchors.
+        positive: list of str. A sentence close to each anchor.
+        negative: list of str or None. A sentence farther from each anchor;
+            `None` for (anchor, positive) pairs (see `nli_to_pairs`).
+    """
+
+    anchor: list
+    positive: list
+    negative: list = None
+
+    def __len__(self):
+        return len(self.anchor)
+
+    def as_tuple(self):
+        """`(anchor, positive, negative)`, or `(anchor, positive)` without negatives."""
+        if self.negative is None:
+            return self.anchor, self.positive
+        return self.anchor, self.positive, self.negative
+
+
+def scale_sts_score(score):
+    """Maps an STS score 0..5 to the cosine target `score / 2.5 - 1` in [-1, 1].
+
+    Args:
+        score: float or np.ndarray. Gold STS scores in [0, `STS_SCORE_MAX`];
+            a scalar gives a float, an array a float32 array.
+    """
+    scaled = np.asarray(score, dtype="float64") / (STS_SCORE_MAX / 2) - 1.0
+    return float(scaled) if scaled.ndim == 0 else scaled.astype("float32")
+
+
+def unscale_sts_score(target):
+    """Inverse of `scale_sts_score`: `(target + 1) * 2.5`, back to 0..5.
+
+    Args:
+        target: float or np.ndarray. Cosine-range values in [-1, 1]; a
+            scalar gives a float, an array a float32 array.
+    """
+    score = (np.asarray(target, dtype="float64") + 1.0) * (STS_SCORE_MAX / 2)
+    return float(score) if score.ndim == 0 else score.astype("float32")
+
+
+def _numbered_lines(path):
+    """Yields `(line_number, line)` without the newline; skips empty lines."""
+    with open(path, encoding="utf-8-sig") as f:
+        for line_number, line in enumerate(f, start=1):
+            line = line.rstrip("\n")
+            if line:
+                yield line_number, line
+
+
+def read_sts(path):
+    """Reads a raw STS Benchmark file (`sts-train.csv`, `sts-dev.csv`).
+
+    Each line holds tab-separated fields, with no quoting: genre, file,
+    year, id, score (0..5), sentence1, sentence2, and on some lines two
+    ignored source fields. Completely empty lines are skipped.
+
+    Args:
+        path: str or path-like. The UTF-8 file.
+
+    Returns:
+        `SentencePairs` with the raw float32 scores as labels.
+
+    Raises:
+        DataFormatError: a wrong field count, or a score not in [0, 5].
+
+    Example:
+    ```python
+    dev = read_sts("stsbenchmark/sts-dev.csv")
+    x, y = dev.as_tuple(), scale_sts_score(dev.labels)
+    ```
+    """
+    sentence_a, sentence_b, labels = [], [], []
+    for line_number, line in _numbered_lines(path):
+        fields = line.split("\t")
+        if len(fields) not in (7, 9):
+            reason = f"expected 7 or 9 tab-separated fields, found {len(fields)}"
+            raise DataFormatError(path, line_number, reason)
+        try:
+            score = float(fields[4])
+        except ValueError:
+            raise DataFormatError(path, line_number, f"score {fields[4]!r} is not a number") from None
+        if not 0.0 <= score <= STS_SCORE_MAX:
+            raise DataFormatError(path, line_number, f"score {score} is outside [0, {STS_SCORE_MAX:g}]")
+        sentence_a.append(fields[5])
+        sentence_b.append(fields[6])
+        labels.append(score)
+    return SentencePairs(sentence_a, sentence_b, np.asarray(labels, dtype="float32"))
+
+
+def load_tfds_stsb(split="validation", data_dir=None):
+    """Loads GLUE STS-B (`glue/stsb`) through `tensorflow_datasets`.
+
+    Downloads the data on first use. The GLUE test split carries no labels
+    (every label is -1), so only "train" and "validation" (with TFDS slicing
+    such as "train[:10%]") are accepted.
+
+    Args:
+        split: str. "train" or "validation", optionally sliced.
+        data_dir: str or None. The TFDS data directory; `None` for its default.
+
+    Returns:
+        `SentencePairs` with the raw float32 0..5 scores as labels.
+
+    Raises:
+        ValueError: the unlabeled "test" split, or an unknown split.
+        ImportError: `tensorflow_datasets` is not installed.
+    """
+    base = split.split("[", 1)[0].strip()
+    if base == "test":
+        raise ValueError(
+            'The GLUE STS-B "test" split has no labels (every label is -1); '
+            'evaluate on split="validation" (the STS Benchmark dev set) instead.'
+        )
+    if base not in ("train", "validation"):
+        raise ValueError(f'Unknown STS-B split {split!r}; expected "train" or "validation".')
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError(
+            "load_tfds_stsb needs tensorflow_datasets: `pip install tensorflow-datasets`, "
+            "or download the STS Benchmark files and use read_sts(path)."
+        ) from error
+    columns = tfds.as_numpy(tfds.load("glue/stsb", split=split, batch_size=-1, data_dir=data_dir))
+    a, b = ([v.decode("utf-8") for v in columns[key]] for key in ("sentence1", "sentence2"))
+    return SentencePairs(a, b, np.asarray(columns["label"], dtype="float32"))
+
+
+def read_nli(path, skip_unlabeled=True, limit=None):
+    """Reads SNLI / MultiNLI JSON lines (`gold_label`, `sentence1`, `sentence2`).
+
+    Lines whose `gold_label` is "-" (annotators reached no consensus) are
+    skipped and counted; the count is logged at INFO level. Completely empty
+    lines are skipped; other keys (parses, `pairID`, ...) are not read.
+
+    Args:
+        path: str or path-like. The UTF-8 `.jsonl` file.
+        skip_unlabeled: bool. Skip "-" lines; if False keep them with label -1.
+        limit: int or None. Stop after this many kept pairs; `num_skipped`
+            then counts only the lines read up to that point.
+
+    Returns:
+        `NLIPairs` with int32 labels indexing `NLI_LABELS`.
+
+    Raises:
+        DataFormatError: invalid JSON, a missing or non-string field, or an unknown label.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be None or >= 0, received {limit}.")
+    label_ids = {label: i for i, label in enumerate(NLI_LABELS)}
+    sentence_a, sentence_b, labels = [], [], []
+    num_skipped = 0
+    for line_number, line in _numbered_lines(path):
+        if limit is not None and len(labels) >= limit:
+            break
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataFormatError(path, line_number, f"invalid JSON ({error})") from None
+        if not isinstance(record, dict):
+            raise DataFormatError(path, line_number, f"expected a JSON object, found {type(record).__name__}")
+        for key in ("gold_label", "sentence1", "sentence2"):
+            if key not in record:
+                raise DataFormatError(path, line_number, f"missing key {key!r}")
+            if not isinstance(record[key], str):
+                raise DataFormatError(path, line_number, f"{key!r} is not a string: {record[key]!r}")
+        gold = record["gold_label"]
+        if gold == "-":
+            if skip_unlabeled:
+                num_skipped += 1
+                continue
+            label = -1
+        elif gold in label_ids:
+            label = label_ids[gold]
+        else:
+            reason = f"unknown gold_label {gold!r}; expected one of {NLI_LABELS} or '-'"
+            raise DataFormatError(path, line_number, reason)
+        sentence_a.append(record["sentence1"])
+        sentence_b.append(record["sentence2"])
+        labels.append(label)
+    if skip_unlabeled:
+        message = "%s: skipped %d pair(s) with gold_label '-' (no annotator consensus), kept %d."
+        logger.info(message, os.fspath(path), num_skipped, len(labels))
+    return NLIPairs(sentence_a, sentence_b, np.asarray(labels, dtype="int32"), num_skipped)
+
+
+def _triplet_columns(path, header):
+    """Indices of the anchor, positive and negative columns of a header row."""
+    names = [name.strip().lower() for name in header]
+    for candidates in TRIPLET_HEADERS:
+        if all(name in names for name in candidates):
+            return [names.index(name) for name in candidates]
+    expected = " or ".join(",".join(names) for names in TRIPLET_HEADERS)
+    raise DataFormatError(path, 1, f"header {header} lacks the columns {expected}")
+
+
+def read_triplets_csv(path):
+    """Reads a triplet CSV such as the Wikipedia-sections triplets.
+
+    The header row names the columns `anchor,positive,negative` or, as in
+    the original dataset, `Sentence1,Sentence2,Sentence3`, in any case;
+    other columns are ignored. Fields may be quoted; empty rows are skipped.
+
+    Args:
+        path: str or path-like. The UTF-8 CSV file.
+
+    Returns:
+        `Triplets` with anchor, positive and negative lists.
+
+    Raises:
+        DataFormatError: no usable header, or a missing or empty field.
+    """
+    anchor, positive, negative = [], [], []
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f)
+        row_start = 1  # The first line of the record being read.
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise DataFormatError(path, 1, "empty file, expected a header row")
+            columns = _triplet_columns(path, header)
+            row_start = reader.line_num + 1
+            for row in reader:
+                line_number, row_start = row_start, reader.line_num + 1
+                if not row:
+                    continue
+                if len(row) <= max(columns):
+                    reason = f"expected at least {max(columns) + 1} fields, found {len(row)}"
+                    raise DataFormatError(path, line_number, reason)
+                values = [row[i] for i in columns]
+                for role, value in zip(("anchor", "positive", "negative"), values):
+                    if not value.strip():
+                        raise DataFormatError(path, line_number, f"empty {role} field")
+                anchor.append(values[0])
+                positive.append(values[1])
+                negative.append(values[2])
+        except csv.Error as error:
+            raise DataFormatError(path, row_start, f"invalid CSV ({error})") from None
+    return Triplets(anchor, positive, negative)
+
+
+def nli_to_triplets(nli_pairs, seed=None):
+    """Builds (premise, entailment, contradiction) triplets from NLI pairs.
+
+    Pairs are grouped by premise (`sentence_a`). A premise with at least one
+    entailment and one contradiction hypothesis gives one triplet per
+    entailment hypothesis; the i-th entailment (in file order) is paired
+    with contradiction `i % n_contradictions`. Premises appear in order of
+    first occurrence; neutral and unlabeled pairs are ignored.
+
+    Args:
+        nli_pairs: `NLIPairs`. E.g. the output of `read_nli`.
+        seed: int or None. If given, shuffle the triplets with this seed.
+
+    Returns:
+        `Triplets` (anchor = premise, positive, negative).
+    """
+    entailment, contradiction = NLI_LABELS.index("entailment"), NLI_LABELS.index("contradiction")
+    groups = collections.defaultdict(lambda: ([], []))
+    for premise, hypothesis, label in zip(nli_pairs.sentence_a, nli_pairs.sentence_b, nli_pairs.labels):
+        if label == entailment:
+            groups[premise][0].append(hypothesis)
+        elif label == contradiction:
+            groups[premise][1].append(hypothesis)
+    rows = []
+    for premise, (positives, negatives) in groups.items():
+        for i, hypothesis in enumerate(positives if negatives else []):
+            rows.append((premise, hypothesis, negatives[i % len(negatives)]))
+    if seed is not None:
+        rows = [rows[i] for i in np.random.default_rng(seed).permutation(len(rows))]
+    return Triplets(*([row[k] for row in rows] for k in range(3)))
+
+
+def nli_to_pairs(nli_pairs):
+    """(premise, entailment hypothesis) pairs for in-batch-negative training.
+
+    Args:
+        nli_pairs: `NLIPairs`. E.g. the output of `read_nli`.
+
+    Returns:
+        `Triplets` with `negative=None`, in file order: `as_tuple()` is the
+        `(anchor, positive)` input of `ContrastiveSiamese`.
+    """
+    entailment = NLI_LABELS.index("entailment")
+    keep = [i for i, label in enumerate(nli_pairs.labels) if label == entailment]
+    return Triplets([nli_pairs.sentence_a[i] for i in keep], [nli_pairs.sentence_b[i] for i in keep])

@@ -1,0 +1,84 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from conftest import tiny_encoder
+from sbert_keras import SentenceEncoder
+
+TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog", "the red car is fast"]
+
+
+def test_encode_returns_float32_and_matches_predict(encoder):
+    out = encoder.encode(TEXTS)
+    assert out.dtype == np.float32 and out.shape == (4, 8)
+    predicted = encoder.predict(np.array(TEXTS), verbose=0)
+    np.testing.assert_allclose(out, predicted, atol=1e-6)
+
+
+def test_single_string_gives_one_vector(encoder):
+    assert encoder.encode("a cat").shape == (8,)
+
+
+def test_order_is_restored_and_batch_size_does_not_matter(encoder):
+    texts = [" ".join(["a"] * n) + " cat" for n in (1, 9, 3, 0, 7, 2, 5)]
+    one = encoder.encode(texts, batch_size=1)
+    many = encoder.encode(texts, batch_size=64)
+    np.testing.assert_allclose(one, many, atol=1e-6)
+    for i, text in enumerate(texts):
+        np.testing.assert_allclose(encoder.encode([text])[0], one[i], atol=1e-6)
+
+
+def test_normalize_option():
+    encoder = tiny_encoder(normalize=False)
+    out = encoder.encode(TEXTS, normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+    normalized = tiny_encoder(normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(normalized.encode(TEXTS), axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+def test_edge_case_texts_are_finite(pooling):
+    encoder = tiny_encoder(pooling=pooling, normalize=True)
+    texts = ["", " ", " ".join(["word"] * 10_000), "I love this! 😀🎉", "東京は日本の首都です。", "Résumé"]
+    with pytest.warns(UserWarning, match="truncated"):
+        out = encoder.encode(texts)
+    assert np.all(np.isfinite(out))
+    assert encoder.last_num_truncated >= 1  # at least the 10,000-word text
+
+
+def test_truncation_is_reported_not_silent(encoder):
+    encoder.encode(["a cat"])
+    assert encoder.last_num_truncated == 0
+    with pytest.warns(UserWarning, match="1 of 2 texts"):
+        encoder.encode(["a cat", "a " * 50])
+    assert encoder.last_num_truncated == 1
+
+
+@pytest.mark.parametrize(
+    "bad, error, position",
+    [
+        (["ok", None], ValueError, r"texts\[1\]"),
+        (["ok", "fine", 3], TypeError, r"texts\[2\]"),
+        ([b"ok", ["nested"]], TypeError, r"texts\[1\]"),
+        (42, TypeError, "string or a list"),
+    ],
+)
+def test_bad_input_names_its_position(encoder, bad, error, position):
+    with pytest.raises(error, match=position):
+        encoder.encode(bad)
+
+
+def test_empty_list(encoder):
+    assert encoder.encode([]).shape == (0, 8)
+
+
+def test_keras_round_trip(tmp_path):
+    encoder = tiny_encoder(pooling="max", normalize=True)
+    path = os.path.join(tmp_path, "encoder.keras")
+    encoder.save(path)
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, SentenceEncoder)
+    assert restored.pooling == "max" and restored.normalize
+    np.testing.assert_allclose(restored.encode(TEXTS), encoder.encode(TEXTS), atol=0)

@@ -1,0 +1,50 @@
+import keras
+import numpy as np
+import pytest
+
+from sbert_keras import MaskedPooling
+
+
+def test_mean_pooling_ignores_padding():
+    x = np.arange(24, dtype="float32").reshape(2, 3, 4)
+    mask = np.array([[1, 1, 0], [1, 0, 0]])
+    out = np.asarray(MaskedPooling("mean")(x, mask))
+    np.testing.assert_allclose(out[0], x[0, :2].mean(0))
+    np.testing.assert_allclose(out[1], x[1, 0])
+
+
+def test_max_pooling_ignores_padding_even_when_padding_is_larger():
+    x = np.array([[[1.0, -5.0], [2.0, -3.0], [100.0, 100.0]]], "float32")
+    mask = np.array([[1, 1, 0]])
+    np.testing.assert_allclose(np.asarray(MaskedPooling("max")(x, mask)), [[2.0, -3.0]])
+
+
+def test_cls_pooling_takes_first_token():
+    x = np.random.rand(2, 4, 3).astype("float32")
+    out = np.asarray(MaskedPooling("cls")(x, np.ones((2, 4))))
+    np.testing.assert_allclose(out, x[:, 0])
+
+
+@pytest.mark.parametrize("mode", ["mean", "max", "cls"])
+def test_all_padding_row_is_finite(mode):
+    x = np.random.rand(2, 3, 4).astype("float32")
+    out = np.asarray(MaskedPooling(mode)(x, np.zeros((2, 3), "int32")))
+    assert np.all(np.isfinite(out))
+
+
+def test_pooling_is_float32_under_mixed_policy():
+    x = keras.ops.cast(np.random.rand(1, 3, 4), "float16")
+    layer = MaskedPooling("mean")
+    assert layer.compute_dtype == "float32"
+    assert keras.backend.standardize_dtype(layer(x, np.ones((1, 3))).dtype) == "float32"
+
+
+def test_bad_mode_raises():
+    with pytest.raises(ValueError, match="mode"):
+        MaskedPooling("sum")
+
+
+def test_config_round_trip():
+    layer = MaskedPooling("max", name="p")
+    clone = MaskedPooling.from_config(layer.get_config())
+    assert clone.mode == "max"

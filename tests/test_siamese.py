@@ -1,0 +1,102 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import tiny_encoder
+import sbert_keras as sk
+
+A = np.array(["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 2)
+B = np.array(["a man is playing piano", "a cat sleeps", "the dog runs", "the sky is blue"] * 2)
+C = np.array(["the sky is blue", "a red car", "a woman is playing piano", "the cat runs"] * 2)
+
+
+def build(kind, encoder):
+    if kind == "regression":
+        return sk.RegressionSiamese(encoder), (A, B), np.array([0.8, 0.6, 0.9, -0.5] * 2, "float32")
+    if kind == "triplet":
+        return sk.TripletSiamese(encoder), (A, B, C), None
+    if kind == "classification":
+        return sk.ClassificationSiamese(encoder), (A, B), np.array([0, 1, 2, 0] * 2)
+    if kind == "contrastive":
+        return sk.ContrastiveSiamese(encoder), (A, B), None
+    return sk.ContrastiveSiamese(encoder, hard_negatives=True), (A, B, C), None
+
+
+KINDS = ["regression", "triplet", "classification", "contrastive", "contrastive_hard"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fit_step_and_keras_round_trip(kind, tmp_path):
+    encoder = tiny_encoder()
+    model, x, y = build(kind, encoder)
+    assert model.encoder is encoder
+    model.compile()
+    history = model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    before = model.predict(x, verbose=0)
+    path = os.path.join(tmp_path, f"{kind}.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert type(restored) is type(model)
+    np.testing.assert_array_equal(restored.predict(x, verbose=0), before)
+    # The encoder inside is the trained one and is reusable on its own.
+    np.testing.assert_array_equal(restored.encoder.encode(list(A)), encoder.encode(list(A)))
+    # A restored model keeps training.
+    restored.fit(x, y, batch_size=4, epochs=1, verbose=0)
+
+
+def test_fit_on_tf_data(encoder):
+    model = sk.RegressionSiamese(encoder)
+    model.compile()
+    ds = tf.data.Dataset.from_tensor_slices(((A, B), np.linspace(-1, 1, 8).astype("float32"))).batch(4)
+    model.fit(ds, epochs=1, verbose=0)
+
+
+def test_weights_are_shared_not_copied(encoder):
+    model = sk.TripletSiamese(encoder)
+    encoder_weights = {id(v) for v in encoder.weights}
+    assert {id(v) for v in model.weights} == encoder_weights
+    assert len(model.weights) == len(encoder.weights)
+
+
+def test_regression_drives_the_loss_down():
+    model = sk.RegressionSiamese(tiny_encoder(seed=1))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    y = np.array([0.9, -0.3, 0.7, -0.8] * 2, "float32")
+    history = model.fit((A, B), y, batch_size=8, epochs=30, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < 0.25 * losses[0]
+
+
+def test_regression_output_is_one_cosine_per_pair(encoder):
+    model = sk.RegressionSiamese(encoder)
+    out = model.predict((A, B), verbose=0)
+    assert out.shape == (8,)
+    u, v = encoder.encode(list(A)), encoder.encode(list(B))
+    cos = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    np.testing.assert_allclose(out, cos, atol=1e-5)
+
+
+@pytest.mark.parametrize("concatenation", [("u", "v"), ("|u-v|",), ("u*v",), ("|u-v|", "u*v"),
+                                           ("u", "v", "u*v"), ("u", "v", "|u-v|", "u*v")])
+def test_classification_concatenation_modes(encoder, concatenation):
+    model = sk.ClassificationSiamese(encoder, concatenation=concatenation)
+    assert model.classifier.kernel.shape == (8 * len(concatenation), 3)
+    assert model.predict((A, B), verbose=0).shape == (8, 3)
+
+
+def test_triplet_distance_options(encoder):
+    for distance in ("euclidean", "cosine", "manhattan"):
+        out = sk.TripletSiamese(encoder, distance=distance).predict((A, B, C), verbose=0)
+        assert out.shape == (8, 2) and np.all(out >= 0)
+    with pytest.raises(ValueError, match="metric"):
+        sk.TripletSiamese(encoder, distance="chebyshev")
+
+
+def test_wrong_number_of_inputs_is_a_clear_error(encoder):
+    model = sk.TripletSiamese(encoder)
+    with pytest.raises(ValueError, match="Expected 3 text inputs"):
+        model.predict((A, B), verbose=0)
