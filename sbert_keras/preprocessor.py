@@ -72,8 +72,8 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         super().__init__(tokenizer=tokenizer, sequence_length=sequence_length, **kwargs)
         self.include_segment_ids = include_segment_ids
 
-    def _format_output(self, token_ids, segment_ids):
-        # The documented hook of `TextEmbedderPreprocessor`: add the mask.
+    def format_features(self, token_ids):
+        """Padded token ids -> the model-input dict (mask = not padding)."""
         token_ids = tf.cast(token_ids, "int32")
         inputs = {
             "token_ids": token_ids,
@@ -82,6 +82,10 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         if self.include_segment_ids:
             inputs["segment_ids"] = tf.zeros_like(token_ids)
         return inputs
+
+    def _format_output(self, token_ids, segment_ids):
+        # The documented hook of `TextEmbedderPreprocessor`.
+        return self.format_features(token_ids)
 
     def ragged_token_ids(self, texts):
         """Graph-safe: strings -> `[start] ids [end]` as a RaggedTensor.
@@ -106,9 +110,7 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
     def dynamic_inputs(self, texts):
         """Graph-safe: strings -> model inputs padded to the longest text."""
         ids, _ = self.ragged_token_ids(texts)
-        token_ids = ids.to_tensor(self.tokenizer.pad_token_id)
-        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1])
-        return self._format_output(token_ids, None) | {"padding_mask": tf.cast(mask, "int32")}
+        return self.format_features(ids.to_tensor(self.tokenizer.pad_token_id))
 
     def tokenize(self, texts):
         """Eager helper for `encode`: `(ragged ids, number truncated)`."""

@@ -45,6 +45,16 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
         self.dummy_labels = dummy_labels
 
     def call(self, x, y=None, sample_weight=None):
+        if isinstance(x, dict) and f"{self.roles[0]}_token_ids" in x:
+            features = x  # already tokenised, e.g. by `siamese_dataset`
+        else:
+            features = self.tokenize_columns(x)
+        if y is None and self.dummy_labels:
+            y = tf.zeros(tf.shape(features[f"{self.roles[0]}_token_ids"])[:1])
+        return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
+
+    def tokenize_columns(self, x):
+        """Texts per role -> `{f"{role}_{name}": tensor}`."""
         if isinstance(x, dict):
             missing = [r for r in self.roles if r not in x]
             if missing:
@@ -57,16 +67,15 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
                     f"Expected {len(self.roles)} text inputs {self.roles}; "
                     f"received {len(columns)}."
                 )
-        # One tokenizer call for all roles: one trace, one batch.
+        # One tokenizer call for all roles (one trace, one batch), padded to
+        # the batch's longest text rather than to `sequence_length`.
         sizes = [tf.shape(c)[0] for c in columns]
-        packed = self.preprocessor(tf.concat(columns, axis=0))
+        packed = self.preprocessor.dynamic_inputs(tf.concat(columns, axis=0))
         features = {}
         for name, value in packed.items():
             for role, part in zip(self.roles, tf.split(value, sizes, axis=0)):
                 features[f"{role}_{name}"] = part
-        if y is None and self.dummy_labels:
-            y = tf.zeros(tf.shape(features[f"{self.roles[0]}_token_ids"])[:1])
-        return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
+        return features
 
     def get_config(self):
         config = super().get_config()
