@@ -7,6 +7,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from sbert_keras.backbone import BertLayoutBackbone  # noqa: E402
 from sbert_keras.encoder import SentenceEncoder  # noqa: E402
+from sbert_keras.evaluation import EvaluationCallback  # noqa: E402
+from sbert_keras.evaluation import nli_evaluation  # noqa: E402
+from sbert_keras.evaluation import sts_evaluation  # noqa: E402
+from sbert_keras.evaluation import transfer_evaluation  # noqa: E402
+from sbert_keras.evaluation import triplet_evaluation  # noqa: E402
 from sbert_keras.export import export_saved_model  # noqa: E402
 from sbert_keras.layers import MaskedPooling  # noqa: E402
 from sbert_keras.losses import InBatchNegativesLoss  # noqa: E402
@@ -26,5 +31,9 @@ from sbert_keras.similarity import CosineSimilarity  # noqa: E402
 from sbert_keras.similarity import PairFeatures  # noqa: E402
 from sbert_keras.similarity import SimilarityMatrix  # noqa: E402
 from sbert_keras.similarity import TripletDistances  # noqa: E402
+from sbert_keras.training import WarmupLinearDecay  # noqa: E402
+from sbert_keras.training import paper_optimizer  # noqa: E402
+from sbert_keras.training import set_precision  # noqa: E402
+from sbert_keras.training import train_objective  # noqa: E402
 
 __version__ = "0.1.0"

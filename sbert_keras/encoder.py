@@ -15,6 +15,7 @@ from sbert_keras.preprocessor import SentenceEncoderPreprocessor
 from sbert_keras.preprocessor import check_texts
 
 DEFAULT_PRESET = "roberta_base_en"
+PRECISIONS = ("float32", "bfloat16", "float16")
 # Padded lengths used by `encode`: a small set, so few shapes are ever run.
 BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
@@ -92,6 +93,7 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         self.normalize = normalize
         self.last_num_truncated = 0
         self._infer_fns = {}
+        self._precision_copies = {}
 
     def compile_from_config(self, config):
         restore_compile(self, config)
@@ -159,19 +161,35 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
 
     # === Inference ===
 
-    def _infer_fn(self):
-        """A `tf.function` with dynamic batch and length: traced once."""
-        key = "default"
-        if key not in self._infer_fns:
-            names = list(self.input)
+    def _infer_fn(self, precision="float32"):
+        """A `tf.function` with dynamic batch and length: traced once.
+
+        `precision="bfloat16"` runs a copy of the encoder under the
+        `mixed_bfloat16` policy (bf16 matmuls: AMX / AVX512-BF16 on CPU),
+        re-synced with this encoder's weights on every call. Pooling and
+        normalisation stay float32.
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"`precision` must be one of {PRECISIONS}. Received {precision!r}.")
+        model = self
+        if precision != "float32" and self.dtype_policy.compute_dtype != precision:
+            if precision not in self._precision_copies:
+                config = self.get_config()
+                config["backbone"]["config"]["dtype"] = f"mixed_{precision}"
+                self._precision_copies[precision] = SentenceEncoder.from_config(config)
+            model = self._precision_copies[precision]
+            for target, source in zip(model.weights, self.weights):
+                target.assign(source)
+        if precision not in self._infer_fns:
+            names = list(model.input)
             spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in names]
 
             @tf.function(input_signature=spec, reduce_retracing=True)
             def infer(*tensors):
-                return self(dict(zip(names, tensors)), training=False)
+                return model(dict(zip(names, tensors)), training=False)
 
-            self._infer_fns[key] = infer
-        return self._infer_fns[key]
+            self._infer_fns[precision] = infer
+        return self._infer_fns[precision]
 
     def encode(
         self,
@@ -179,6 +197,7 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         batch_size=32,
         normalize=None,
         show_progress=None,
+        precision="float32",
     ):
         """Embeds texts with smart batching; returns float32 `(n, dim)`.
 
@@ -196,6 +215,8 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
                 model's own setting.
             show_progress: bool or None. Show a progress bar; `None` shows it
                 for more than 8 batches.
+            precision: str. `"float32"` (exact), `"bfloat16"` (bf16 matmuls,
+                fastest on CPUs with AMX/AVX512-BF16) or `"float16"` (GPU).
 
         Raises:
             ValueError / TypeError: an item is `None` or not a string; the
@@ -223,7 +244,7 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         flat = ids.to_tensor(
             self.preprocessor.tokenizer.pad_token_id, shape=[None, widest]
         ).numpy()
-        infer = self._infer_fn()
+        infer = self._infer_fn(precision)
         names = list(self.input)
         out = np.empty((len(texts), dim), "float32")
         starts = range(0, len(texts), batch_size)

@@ -44,6 +44,9 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
         self.roles = tuple(roles)
         self.dummy_labels = dummy_labels
 
+    def build(self, input_shape):
+        self.built = True  # stateless: the wrapped preprocessor holds the vocabulary
+
     def call(self, x, y=None, sample_weight=None):
         if isinstance(x, dict) and f"{self.roles[0]}_token_ids" in x:
             features = x  # already tokenised, e.g. by `siamese_dataset`

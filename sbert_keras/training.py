@@ -8,6 +8,7 @@ registered `LearningRateSchedule`). Precision follows the hardware:
 """
 
 import os
+import warnings
 
 import keras
 import tensorflow as tf
@@ -103,3 +104,133 @@ def training_callbacks(output_dir, extra=()):
     an interruption.
     """
     return [keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup")), *extra]
+
+
+OBJECTIVES = ("regression", "triplet", "classification", "contrastive")
+
+
+def objective_inputs(objective, examples):
+    """The text columns and labels an objective trains on.
+
+    Args:
+        objective: str. One of `OBJECTIVES`.
+        examples: `data.SentencePairs` (regression: raw 0-5 STS scores,
+            rescaled here with `data.scale_sts_score`), `data.NLIPairs`
+            (classification) or `data.Triplets` (triplet, contrastive;
+            contrastive uses the negatives as hard negatives when present).
+
+    Returns:
+        `(columns, labels, model_kwargs)`.
+    """
+    from sbert_keras import data
+
+    if objective not in OBJECTIVES:
+        raise ValueError(f"`objective` must be one of {OBJECTIVES}. Received {objective!r}.")
+    if objective in ("regression", "classification"):
+        if not isinstance(examples, data.SentencePairs):
+            raise TypeError(f"The {objective} objective trains on sentence pairs; "
+                            f"received {type(examples).__name__}.")
+        if objective == "regression":
+            return [examples.sentence_a, examples.sentence_b], data.scale_sts_score(examples.labels), {}
+        return [examples.sentence_a, examples.sentence_b], examples.labels, {}
+    if isinstance(examples, data.NLIPairs):
+        examples = data.nli_to_triplets(examples)
+    if not isinstance(examples, data.Triplets):
+        raise TypeError(f"The {objective} objective trains on triplets; "
+                        f"received {type(examples).__name__}.")
+    if objective == "triplet":
+        if examples.negative is None:
+            raise ValueError("The triplet objective needs negatives.")
+        return [examples.anchor, examples.positive, examples.negative], None, {}
+    hard = examples.negative is not None
+    return list(examples.as_tuple()), None, {"hard_negatives": hard}
+
+
+def dev_callback(objective, model, dev, prefix="dev_"):
+    """An `EvaluationCallback` suited to the dev data's kind."""
+    from sbert_keras import data
+    from sbert_keras.evaluation import EvaluationCallback
+
+    if isinstance(dev, data.NLIPairs) and objective == "classification":
+        return EvaluationCallback.nli(model, dev.sentence_a, dev.sentence_b, dev.labels, prefix=prefix)
+    if isinstance(dev, data.NLIPairs):
+        dev = data.nli_to_triplets(dev)
+    if isinstance(dev, data.Triplets):
+        return EvaluationCallback.triplets(model.encoder, dev.anchor, dev.positive, dev.negative, prefix=prefix)
+    return EvaluationCallback.sts(model.encoder, dev.sentence_a, dev.sentence_b, dev.labels, prefix=prefix)
+
+
+def train_objective(
+    objective,
+    encoder,
+    train,
+    dev=None,
+    epochs=1,
+    batch_size=PAPER_BATCH_SIZE,
+    learning_rate=PAPER_LEARNING_RATE,
+    warmup_fraction=PAPER_WARMUP_FRACTION,
+    output_dir=None,
+    seed=0,
+    callbacks=(),
+    verbose="auto",
+    **model_kwargs,
+):
+    """Fine-tunes `encoder` with one SBERT objective and the paper's recipe.
+
+    Builds the siamese model around the (shared) encoder, a length-bucketed
+    shuffled dataset, Adam with 10 % linear warmup then linear decay, an
+    optional dev `EvaluationCallback` (its metrics land in the `History`),
+    and `BackupAndRestore` in `output_dir/backup` so an interrupted call
+    resumes when run again.
+
+    Args:
+        objective: str. `"regression"`, `"triplet"`, `"classification"` or
+            `"contrastive"`.
+        encoder: the `SentenceEncoder` to train (updated in place).
+        train: the training examples (see `objective_inputs`).
+        dev: optional `SentencePairs` (STS), `NLIPairs` or `Triplets`.
+        epochs: int. Passes over `train`.
+        batch_size: int. 16 in the paper.
+        learning_rate: float. The peak learning rate, 2e-5 in the paper.
+        warmup_fraction: float. Share of steps with linear warmup.
+        output_dir: str or None. Where the backup lives while training.
+        seed: int. Shuffle seed.
+        callbacks: extra Keras callbacks.
+        verbose: passed to `fit` (a progress bar by default).
+        **model_kwargs: passed to the siamese model (e.g. `concatenation`).
+
+    Returns:
+        `(model, history)`.
+    """
+    from sbert_keras import siamese
+    from sbert_keras.pipelines import bucket_boundaries
+    from sbert_keras.pipelines import siamese_dataset
+
+    columns, labels, extra = objective_inputs(objective, train)
+    model_cls = {
+        "regression": siamese.RegressionSiamese,
+        "triplet": siamese.TripletSiamese,
+        "classification": siamese.ClassificationSiamese,
+        "contrastive": siamese.ContrastiveSiamese,
+    }[objective]
+    model = model_cls(encoder, **extra, **model_kwargs)
+    dataset = siamese_dataset(
+        columns, labels, encoder.preprocessor, model.active_roles, batch_size=batch_size,
+        seed=seed, label_dtype="int32" if objective == "classification" else "float32",
+    )
+    # Bucketing leaves at most one partial batch per bucket, so an epoch has
+    # at most this many steps; the schedule ends (lr 0) just after the last.
+    steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
+    model.compile(optimizer=paper_optimizer(epochs * steps, learning_rate, warmup_fraction))
+    all_callbacks = list(callbacks)
+    if dev is not None:
+        all_callbacks.append(dev_callback(objective, model, dev))
+    if output_dir is not None:
+        all_callbacks = training_callbacks(output_dir, all_callbacks)
+    with warnings.catch_warnings():
+        # The bucketed dataset has no known length: Keras notices the end of
+        # the first epoch and says so; that is expected here.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        history = model.fit(dataset, epochs=epochs, callbacks=all_callbacks,
+                            verbose=verbose, shuffle=False)
+    return model, history

@@ -1,0 +1,249 @@
+"""`sbert-keras`: train, evaluate, encode, search, cluster and export.
+
+Every command prints its result as JSON on stdout; progress goes to stderr.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def load_encoder(spec, **kwargs):
+    """A `SentenceEncoder` from a `.keras` file (encoder or siamese model),
+    a preset name, or a local preset / sentence-transformers folder."""
+    import keras
+
+    from sbert_keras.encoder import SentenceEncoder
+    from sbert_keras.siamese import SiameseModel
+
+    if str(spec).endswith(".keras"):
+        model = keras.saving.load_model(spec)
+        if isinstance(model, SiameseModel):
+            return model.encoder, model
+        if isinstance(model, SentenceEncoder):
+            return model, None
+        raise ValueError(f"{spec} holds a {type(model).__name__}, not a sentence encoder.")
+    return SentenceEncoder.from_preset(spec, **kwargs), None
+
+
+def read_examples(path, objective=None, limit=None):
+    """Reads a training/eval file by its layout.
+
+    `.jsonl`: NLI pairs (turned into triplets by the triplet/contrastive
+    objectives); `.csv` with an `anchor`/`Sentence1` header: triplets;
+    other `.csv`/`.tsv`: STS-B raw format.
+    """
+    from sbert_keras import data
+
+    if path.endswith(".jsonl"):
+        return data.read_nli(path, limit=limit)
+    with open(path, encoding="utf-8-sig") as f:
+        header = f.readline().lower()
+    if "\t" not in header and ("anchor" in header or "sentence1" in header):
+        return data.read_triplets_csv(path)
+    pairs = data.read_sts(path)
+    if limit:
+        pairs = data.SentencePairs(pairs.sentence_a[:limit], pairs.sentence_b[:limit], pairs.labels[:limit])
+    return pairs
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def evaluate_all(encoder, model=None, sts=None, triplets=None, nli=None, batch_size=32):
+    """Runs each requested evaluation; returns one flat dict of metrics."""
+    from sbert_keras import data
+    from sbert_keras import evaluation
+
+    metrics = {}
+    if sts:
+        pairs = read_examples(sts)
+        metrics.update(evaluation.sts_evaluation(
+            encoder, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size))
+    if triplets:
+        examples = read_examples(triplets)
+        if isinstance(examples, data.NLIPairs):
+            examples = data.nli_to_triplets(examples)
+        metrics.update(evaluation.triplet_evaluation(
+            encoder, examples.anchor, examples.positive, examples.negative, batch_size=batch_size))
+    if nli:
+        from sbert_keras.siamese import ClassificationSiamese
+
+        if not isinstance(model, ClassificationSiamese):
+            raise ValueError("--nli needs a classification model (.keras saved by "
+                             "`sbert-keras train --objective classification`).")
+        pairs = data.read_nli(nli)
+        metrics.update(evaluation.nli_evaluation(
+            model, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size))
+    return metrics
+
+
+def cmd_train(args):
+    from sbert_keras import training
+
+    policy = training.set_precision(args.precision)
+    encoder, _ = load_encoder(args.model, sequence_length=args.sequence_length)
+    train = read_examples(args.train, args.objective, args.limit)
+    dev = read_examples(args.dev) if args.dev else None
+    os.makedirs(args.output, exist_ok=True)
+    before = evaluate_all(encoder, sts=args.dev) if args.dev and dev_is_sts(dev) else {}
+    start = time.perf_counter()
+    model, history = training.train_objective(
+        args.objective, encoder, train, dev=dev, epochs=args.epochs,
+        batch_size=args.batch_size, learning_rate=args.lr, output_dir=args.output,
+        seed=args.seed, verbose=2 if args.quiet else "auto",
+    )
+    seconds = time.perf_counter() - start
+    encoder_path = os.path.join(args.output, "encoder.keras")
+    encoder.save(encoder_path)
+    model.save(os.path.join(args.output, "model.keras"))
+    report = {
+        "objective": args.objective,
+        "model": args.model,
+        "precision": policy,
+        "train_examples": len(train),
+        "epochs": args.epochs,
+        "train_seconds": round(seconds, 2),
+        "dev_before": before,
+        "dev_after": {k[4:]: v[-1] for k, v in history.history.items() if k.startswith("dev_")},
+        "history": {k: [float(x) for x in v] for k, v in history.history.items()},
+        "encoder": encoder_path,
+    }
+    with open(os.path.join(args.output, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    return report
+
+
+def dev_is_sts(dev):
+    from sbert_keras import data
+
+    return type(dev) is data.SentencePairs
+
+
+def cmd_evaluate(args):
+    if not (args.sts or args.triplets or args.nli):
+        raise SystemExit("evaluate: give at least one of --sts, --triplets, --nli")
+    encoder, model = load_encoder(args.model)
+    return evaluate_all(encoder, model, args.sts, args.triplets, args.nli, args.batch_size)
+
+
+def cmd_encode(args):
+    encoder, _ = load_encoder(args.model)
+    texts = read_lines(args.input)
+    embeddings = encoder.encode(texts, batch_size=args.batch_size, normalize=args.normalize or None,
+                                precision=args.precision, show_progress=True)
+    np.save(args.output, embeddings)
+    return {"texts": len(texts), "dim": int(embeddings.shape[1]), "output": args.output,
+            "truncated": encoder.last_num_truncated}
+
+
+def cmd_search(args):
+    from sbert_keras.search import semantic_search
+
+    encoder, _ = load_encoder(args.model)
+    corpus = read_lines(args.corpus)
+    queries = args.query or read_lines(args.queries)
+    corpus_embeddings = encoder.encode(corpus, batch_size=args.batch_size, show_progress=True)
+    hits = semantic_search(encoder.encode(queries, show_progress=False), corpus_embeddings, top_k=args.top_k)
+    return [{"query": q, "hits": [{"text": corpus[h["corpus_id"]], **h} for h in hs]}
+            for q, hs in zip(queries, hits)]
+
+
+def cmd_cluster(args):
+    from sbert_keras.search import cluster
+
+    encoder, _ = load_encoder(args.model)
+    texts = read_lines(args.input)
+    labels = cluster(encoder.encode(texts, batch_size=args.batch_size, show_progress=True),
+                     method=args.method, num_clusters=args.num_clusters, threshold=args.threshold)
+    groups = {}
+    for text, label in zip(texts, labels.tolist()):
+        groups.setdefault(label, []).append(text)
+    return {"method": args.method, "clusters": [groups[k] for k in sorted(groups)]}
+
+
+def cmd_export(args):
+    from sbert_keras.export import export_saved_model
+
+    encoder, _ = load_encoder(args.model)
+    export_saved_model(encoder, args.output)
+    return {"saved_model": args.output, "signature": "serving_default",
+            "input": "text: string[None]", "output": f"embeddings: float32[None, {encoder.embedding_dim}]"}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="sbert-keras", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name, fn, help_text):
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(fn=fn)
+        p.add_argument("--model", required=True, help="preset name, local folder or .keras file")
+        p.add_argument("--batch-size", type=int, default=32)
+        return p
+
+    p = add("train", cmd_train, "fine-tune an encoder with one SBERT objective")
+    p.add_argument("--objective", required=True,
+                   choices=["regression", "triplet", "classification", "contrastive"])
+    p.add_argument("--train", required=True, help="STS .csv, NLI .jsonl or triplet .csv")
+    p.add_argument("--dev", help="STS .csv, NLI .jsonl or triplet .csv for dev metrics")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--output", required=True, help="output directory")
+    p.add_argument("--precision", default="auto",
+                   choices=["auto", "float32", "mixed_float16", "mixed_bfloat16"])
+    p.add_argument("--sequence-length", type=int, default=None)
+    p.add_argument("--limit", type=int, default=None, help="use the first N training examples")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="one log line per epoch")
+    p.set_defaults(batch_size=16)
+
+    p = add("evaluate", cmd_evaluate, "print dev/test metrics as JSON")
+    p.add_argument("--sts")
+    p.add_argument("--triplets", help="triplet .csv or NLI .jsonl")
+    p.add_argument("--nli", help="NLI .jsonl (classification models)")
+
+    p = add("encode", cmd_encode, "embed a file of lines into a .npy")
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--normalize", action="store_true")
+    p.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"])
+
+    p = add("search", cmd_search, "rank a corpus (file of lines) for queries")
+    p.add_argument("--corpus", required=True)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--query", action="append")
+    group.add_argument("--queries", help="file of lines")
+    p.add_argument("--top-k", type=int, default=5)
+
+    p = add("cluster", cmd_cluster, "cluster a file of lines")
+    p.add_argument("--input", required=True)
+    p.add_argument("--method", default="kmeans", choices=["kmeans", "agglomerative", "community"])
+    p.add_argument("--num-clusters", type=int)
+    p.add_argument("--threshold", type=float)
+
+    p = add("export", cmd_export, "write a SavedModel that serves raw strings")
+    p.add_argument("--output", required=True)
+    return parser
+
+
+def main(argv=None):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.fn(args)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        print(f"sbert-keras {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
