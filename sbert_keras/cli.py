@@ -4,6 +4,7 @@ Every command prints its result as JSON on stdout; progress goes to stderr.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -237,7 +238,9 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
     try:
-        result = args.fn(args)
+        # Keras writes progress to stdout; keep stdout for the JSON result.
+        with contextlib.redirect_stdout(sys.stderr):
+            result = args.fn(args)
     except (ValueError, TypeError, FileNotFoundError) as e:
         print(f"sbert-keras {args.command}: error: {e}", file=sys.stderr)
         return 2
