@@ -276,3 +276,65 @@ def quiet_tf_python_logs():
         absl.logging.set_verbosity(absl.logging.ERROR)
     except ImportError:
         pass
+
+
+# === Training benchmarks ===
+
+PRECISION_CHOICES = ("auto", "float32", "mixed_bfloat16")
+
+
+def add_training_args(parser, limit_help):
+    """`--precision`, `--seed`, `--limit` of the training benchmarks."""
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
+                        help="global Keras dtype policy, set before the encoder is built "
+                             "(auto: mixed_bfloat16 on a CPU with AVX512-BF16/AMX, else float32)")
+    parser.add_argument("--seed", type=int, default=0, help="shuffle and initialisation seed")
+    parser.add_argument("--limit", type=int, default=None, help=limit_help)
+
+
+def fit_timer():
+    """A Keras callback timing `fit` alone: `seconds`, `steps`, `first_step_seconds`.
+
+    `steady_seconds_per_step` leaves out the first step (tracing, warm-up).
+    """
+    import keras
+
+    class FitTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.start = self.end = self.first_end = None
+            self.steps = 0
+
+        def on_train_begin(self, logs=None):
+            self.start = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.steps += 1
+            if self.first_end is None:
+                self.first_end = time.perf_counter()
+
+        def on_train_end(self, logs=None):
+            self.end = time.perf_counter()
+
+        @property
+        def seconds(self):
+            return self.end - self.start
+
+        def summary(self):
+            steady = None
+            if self.steps > 1:
+                steady = (self.end - self.first_end) / (self.steps - 1)
+            return {
+                "fit_seconds": self.seconds,
+                "steps": self.steps,
+                "seconds_per_step": self.seconds / max(self.steps, 1),
+                "first_step_seconds": (self.first_end - self.start) if self.first_end else None,
+                "steady_seconds_per_step": steady,
+            }
+
+    return FitTimer()
+
+
+def last_history(history):
+    """The last value of each metric of a Keras `History`."""
+    return {key: float(values[-1]) for key, values in history.history.items() if values}
