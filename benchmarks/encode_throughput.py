@@ -1,7 +1,8 @@
 """Encode throughput of all-MiniLM-L6-v2 on the 3,000 STS-B dev sentences.
 
 Measures sentences/s of three paths of our library (batch 32):
-  (a) `encode(precision="float32")`: smart batching (length-sorted, bucket padding);
+  (a) `encode(precision="float32")`: smart batching (length-sorted batches, each
+      padded to `encoder.bucket_length` of its longest text);
   (b) `encode(precision="bfloat16")`: the same with bf16 matmuls;
   (c) `encoder.predict(np.array(texts), batch_size=32)`: the plain Keras path,
       every text padded to `sequence_length` (256) tokens.
@@ -84,7 +85,7 @@ class FlopModel:
 
 
 def smart_batches(lengths, batch_size, sequence_length):
-    """`(width, size)` of each batch of `SentenceEncoder.encode` (sorted, bucketed)."""
+    """`(width, size)` of each batch of `SentenceEncoder.encode` (as it pads them)."""
     import numpy as np
 
     from sbert_keras.encoder import bucket_length
@@ -160,7 +161,8 @@ def main():
         results[precision] = report(
             f"encode_{precision}", timer.seconds,
             flops.batches(smart_batches(lengths, BATCH_SIZE, seq_len)),
-            padding="smart batching: length-sorted, padded to bucket lengths",
+            padding="smart batching: length-sorted, each batch padded to "
+                    "sbert_keras.encoder.bucket_length(its longest text)",
         )
 
     array = np.array(texts)

@@ -16,16 +16,16 @@ from sbert_keras.preprocessor import check_texts
 
 DEFAULT_PRESET = "roberta_base_en"
 PRECISIONS = ("float32", "bfloat16", "float16")
-# Padded lengths used by `encode`: a small set, so few shapes are ever run.
+# Padded lengths of the training pipeline's length buckets (few shapes).
 BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+# `encode` runs one shape-polymorphic function, so it pads each sorted batch
+# only to its longest text, rounded up to this multiple.
+PAD_MULTIPLE = 8
 
 
 def bucket_length(length, max_length):
-    """The smallest bucket >= `length` (capped at `max_length`)."""
-    for bucket in BUCKETS:
-        if bucket >= length:
-            return min(bucket, max_length)
-    return max_length
+    """The padded width `encode` uses for a batch whose longest text is `length`."""
+    return min(-(-length // PAD_MULTIPLE) * PAD_MULTIPLE, max_length)
 
 
 def restore_compile(model, config):
@@ -161,35 +161,47 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
 
     # === Inference ===
 
-    def _infer_fn(self, precision="float32"):
-        """A `tf.function` with dynamic batch and length: traced once.
+    def _inference_model(self, precision):
+        """This encoder, or a copy computing in `precision` with its weights.
 
-        `precision="bfloat16"` runs a copy of the encoder under the
-        `mixed_bfloat16` policy (bf16 matmuls: AMX / AVX512-BF16 on CPU),
-        re-synced with this encoder's weights on every call. Pooling and
-        normalisation stay float32.
+        A copy is built (once) when the backbone computes in another dtype:
+        `"bfloat16"` runs under `mixed_bfloat16` (bf16 matmuls, e.g.
+        AVX512-BF16/AMX on CPU), `"float32"` is exact even if the encoder was
+        built under a mixed policy for training. The copy is re-synced with
+        this encoder's weights on every call, so it never goes stale.
         """
         if precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}. Received {precision!r}.")
-        model = self
-        if precision != "float32" and self.dtype_policy.compute_dtype != precision:
-            if precision not in self._precision_copies:
-                config = self.get_config()
-                config["backbone"]["config"]["dtype"] = f"mixed_{precision}"
-                self._precision_copies[precision] = SentenceEncoder.from_config(config)
-            model = self._precision_copies[precision]
-            for target, source in zip(model.weights, self.weights):
-                target.assign(source)
-        if precision not in self._infer_fns:
+        if self.backbone.dtype_policy.compute_dtype == precision:
+            return self
+        if precision not in self._precision_copies:
+            config = self.get_config()
+            policy = "float32" if precision == "float32" else f"mixed_{precision}"
+            config["backbone"]["config"]["dtype"] = policy
+            self._precision_copies[precision] = SentenceEncoder.from_config(config)
+        model = self._precision_copies[precision]
+        for target, source in zip(model.weights, self.weights):
+            target.assign(source)
+        return model
+
+    def _infer_fn(self, precision="float32", raw=False):
+        """A `tf.function` with dynamic batch and length: traced once.
+
+        `raw=True` returns the pooled vectors before the L2 normalisation.
+        """
+        model = self._inference_model(precision)
+        key = (precision, raw)
+        if key not in self._infer_fns:
             names = list(model.input)
             spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in names]
+            run = keras.Model(model.input, model.pooling_layer.output) if raw else model
 
             @tf.function(input_signature=spec, reduce_retracing=True)
             def infer(*tensors):
-                return model(dict(zip(names, tensors)), training=False)
+                return run(dict(zip(names, tensors)), training=False)
 
-            self._infer_fns[precision] = infer
-        return self._infer_fns[precision]
+            self._infer_fns[key] = infer
+        return self._infer_fns[key]
 
     def encode(
         self,
@@ -202,7 +214,8 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         """Embeds texts with smart batching; returns float32 `(n, dim)`.
 
         Texts are tokenised once, sorted by token length, batched and padded
-        to a small set of bucket lengths, run through one compiled function,
+        only to each batch's longest text, run through one compiled function
+        with dynamic shapes (traced once),
         and put back in their original order. Texts longer than
         `sequence_length` are truncated; their count is warned about and kept
         in `self.last_num_truncated`.
@@ -211,8 +224,8 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
             texts: a string or a list of strings. A single string returns a
                 `(dim,)` vector.
             batch_size: int. Texts per forward pass.
-            normalize: bool or None. L2-normalise the output; `None` keeps the
-                model's own setting.
+            normalize: bool or None. `True` L2-normalises, `False` returns the
+                pooled vectors unnormalised, `None` keeps the model's setting.
             show_progress: bool or None. Show a progress bar; `None` shows it
                 for more than 8 batches.
             precision: str. `"float32"` (exact), `"bfloat16"` (bf16 matmuls,
@@ -244,7 +257,8 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         flat = ids.to_tensor(
             self.preprocessor.tokenizer.pad_token_id, shape=[None, widest]
         ).numpy()
-        infer = self._infer_fn(precision)
+        raw = normalize is False and self.normalize
+        infer = self._infer_fn(precision, raw=raw)
         names = list(self.input)
         out = np.empty((len(texts), dim), "float32")
         starts = range(0, len(texts), batch_size)

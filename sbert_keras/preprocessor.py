@@ -97,6 +97,8 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
             telling which texts were cut.
         """
         ids = self.tokenizer(texts)
+        if isinstance(ids, (list, tuple)):  # eager KerasHub returns Python lists
+            ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1)
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.RaggedTensor.from_tensor(ids)
         budget = self.sequence_length - 2

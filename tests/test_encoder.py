@@ -82,3 +82,26 @@ def test_keras_round_trip(tmp_path):
     assert isinstance(restored, SentenceEncoder)
     assert restored.pooling == "max" and restored.normalize
     np.testing.assert_allclose(restored.encode(TEXTS), encoder.encode(TEXTS), atol=0)
+
+
+def test_normalize_false_returns_raw_pooled_vectors():
+    encoder = tiny_encoder(normalize=True)
+    raw = encoder.encode(TEXTS, normalize=False)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+    np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), encoder.encode(TEXTS),
+                               atol=1e-6)
+
+
+def test_precision_float32_is_exact_under_a_mixed_policy():
+    reference = tiny_encoder().encode(TEXTS)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        mixed = tiny_encoder()
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert mixed.backbone.compute_dtype == "bfloat16"
+    np.testing.assert_allclose(mixed.encode(TEXTS, precision="float32"), reference, atol=1e-6)
+    low = mixed.encode(TEXTS, precision="bfloat16")
+    cos = (low * reference).sum(1) / np.linalg.norm(low, axis=1) / np.linalg.norm(reference, axis=1)
+    assert cos.min() > 0.99

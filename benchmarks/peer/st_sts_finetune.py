@@ -102,6 +102,7 @@ def train_with_loop(model, a, b, labels, seed, weight_decay):
     generator = torch.Generator().manual_seed(seed)
     model.train()
     start = time.perf_counter()
+    first_end = None
     done = 0
     for _ in range(EPOCHS):
         order = torch.randperm(n, generator=generator).tolist()
@@ -116,10 +117,15 @@ def train_with_loop(model, a, b, labels, seed, weight_decay):
             scheduler.step()
             optimizer.zero_grad()
             done += 1
-    seconds = time.perf_counter() - start
+            if first_end is None:
+                first_end = time.perf_counter()
+    end = time.perf_counter()
     model.eval()
-    return seconds, done, {"optimizer": "torch.optim.AdamW", "weight_decay": weight_decay,
-                           "warmup_steps": warmup, "max_grad_norm": 1.0}
+    return end - start, done, {
+        "optimizer": "torch.optim.AdamW", "weight_decay": weight_decay, "warmup_steps": warmup,
+        "max_grad_norm": 1.0, "first_step_seconds": first_end - start if first_end else None,
+        "steady_seconds_per_step": (end - first_end) / (done - 1) if done > 1 else None,
+    }
 
 
 def main():
