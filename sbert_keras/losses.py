@@ -29,8 +29,17 @@ def in_batch_negatives_loss(similarities, scale=20.0):
     return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
+class ImpliedTargetLoss(keras.losses.Loss):
+    """A loss whose target is implied by the batch: `y_true` may be `None`."""
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if y_true is None:
+            y_true = ops.zeros(ops.shape(y_pred)[:1])
+        return super().__call__(y_true, y_pred, sample_weight)
+
+
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class TripletLoss(keras.losses.Loss):
+class TripletLoss(ImpliedTargetLoss):
     """Triplet margin loss on `TripletSiamese` outputs; no `y_true` needed.
 
     Args:
@@ -48,11 +57,6 @@ class TripletLoss(keras.losses.Loss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.margin = margin
 
-    def __call__(self, y_true, y_pred, sample_weight=None):
-        if y_true is None:
-            y_true = ops.zeros(ops.shape(y_pred)[:1])
-        return super().__call__(y_true, y_pred, sample_weight)
-
     def call(self, y_true, y_pred):
         return triplet_loss(y_pred, self.margin)
 
@@ -61,7 +65,7 @@ class TripletLoss(keras.losses.Loss):
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class InBatchNegativesLoss(keras.losses.Loss):
+class InBatchNegativesLoss(ImpliedTargetLoss):
     """In-batch negatives loss on `ContrastiveSiamese` outputs (no `y_true`).
 
     Args:
@@ -72,11 +76,6 @@ class InBatchNegativesLoss(keras.losses.Loss):
     def __init__(self, scale=20.0, name="in_batch_negatives_loss", reduction="sum_over_batch_size", dtype=None):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.scale = scale
-
-    def __call__(self, y_true, y_pred, sample_weight=None):
-        if y_true is None:
-            y_true = ops.zeros(ops.shape(y_pred)[:1])
-        return super().__call__(y_true, y_pred, sample_weight)
 
     def call(self, y_true, y_pred):
         return in_batch_negatives_loss(y_pred, self.scale)

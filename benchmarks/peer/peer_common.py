@@ -51,29 +51,10 @@ def versions():
             "torch_threads": torch.get_num_threads()}
 
 
-def _proc_status_mb(field):
-    """A `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`) in MiB, or `None`."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def peak_rss_mb():
-    """Peak RSS of this process in MiB: `VmHWM`, else `ru_maxrss` (KiB on Linux).
-
-    Linux carries `ru_maxrss` over `fork` + `exec`, so in a process started
-    by a large one (the benchmark) it reports the parent's size; `VmHWM`
-    counts this process's own memory only.
-    """
-    hwm = _proc_status_mb("VmHWM")
-    if hwm is not None:
-        return hwm
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# Same measurement on both sides: reuse ours (benchmarks/common.py is
+# standard library only, so the peer interpreter can import it).
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+from common import _proc_status_mb, peak_rss_mb  # noqa: E402,F401
 
 
 def ru_maxrss_mb():
