@@ -1,6 +1,7 @@
 """`SentenceEncoder`: preprocessor -> backbone -> masked pooling -> L2 norm."""
 
 import os
+import types
 import warnings
 
 import keras
@@ -92,8 +93,9 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         self.pooling = pooling
         self.normalize = normalize
         self.last_num_truncated = 0
-        self._infer_fns = {}
-        self._precision_copies = {}
+        # Caches kept out of Keras' attribute tracking: the precision copies'
+        # variables must not become this model's weights.
+        self._inference_cache = types.SimpleNamespace(functions={}, copies={})
 
     def compile_from_config(self, config):
         restore_compile(self, config)
@@ -174,12 +176,12 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
             raise ValueError(f"`precision` must be one of {PRECISIONS}. Received {precision!r}.")
         if self.backbone.dtype_policy.compute_dtype == precision:
             return self
-        if precision not in self._precision_copies:
+        if precision not in self._inference_cache.copies:
             config = self.get_config()
             policy = "float32" if precision == "float32" else f"mixed_{precision}"
             config["backbone"]["config"]["dtype"] = policy
-            self._precision_copies[precision] = SentenceEncoder.from_config(config)
-        model = self._precision_copies[precision]
+            self._inference_cache.copies[precision] = SentenceEncoder.from_config(config)
+        model = self._inference_cache.copies[precision]
         for target, source in zip(model.weights, self.weights):
             target.assign(source)
         return model
@@ -191,7 +193,7 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         """
         model = self._inference_model(precision)
         key = (precision, raw)
-        if key not in self._infer_fns:
+        if key not in self._inference_cache.functions:
             names = list(model.input)
             spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in names]
             run = keras.Model(model.input, model.pooling_layer.output) if raw else model
@@ -200,8 +202,8 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
             def infer(*tensors):
                 return run(dict(zip(names, tensors)), training=False)
 
-            self._infer_fns[key] = infer
-        return self._infer_fns[key]
+            self._inference_cache.functions[key] = infer
+        return self._inference_cache.functions[key]
 
     def encode(
         self,

@@ -101,7 +101,10 @@ def test_precision_float32_is_exact_under_a_mixed_policy():
     finally:
         keras.config.set_dtype_policy(previous)
     assert mixed.backbone.compute_dtype == "bfloat16"
+    num_weights = len(mixed.weights)
     np.testing.assert_allclose(mixed.encode(TEXTS, precision="float32"), reference, atol=1e-6)
+    # The float32 copy is a cache, not part of the model (nor of its training).
+    assert len(mixed.weights) == num_weights
     low = mixed.encode(TEXTS, precision="bfloat16")
     cos = (low * reference).sum(1) / np.linalg.norm(low, axis=1) / np.linalg.norm(reference, axis=1)
     assert cos.min() > 0.99
