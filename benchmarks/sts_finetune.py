@@ -9,10 +9,9 @@ fit alone (a callback's train begin -> end) and per step.
 Options:
   --precision auto|float32|mixed_bfloat16  global Keras policy (`set_precision`,
       called before the encoder is built); it applies to the evaluations too.
-  --label-scale keras-io|unit  keras-io (the library's default): targets
-      score / 2.5 - 1 in [-1, 1]; unit: score / 5 in [0, 1], the
-      sentence-transformers convention (labels passed as
-      `unscale_sts_score(score / 5)`, which the library maps back to score / 5).
+  --label-scale unit|keras-io  unit (the library's default): targets
+      score / 5 in [0, 1], the sentence-transformers convention; keras-io:
+      score / 2.5 - 1 in [-1, 1] (passed as `train_objective(sts_mapping=...)`).
   --with-peer  also run sentence-transformers' CosineSimilarityLoss recipe
       (`peer/st_sts_finetune.py`, ~6 minutes on 2 cores) and report the ratio.
 
@@ -38,7 +37,7 @@ def main():
     common.add_training_args(parser, "first N STS-B training pairs (default all; 64 with --quick)")
     parser.add_argument("--dev-limit", type=int, default=None,
                         help="first M dev pairs (default all 1,500; 100 with --quick)")
-    parser.add_argument("--label-scale", choices=("keras-io", "unit"), default="keras-io")
+    parser.add_argument("--label-scale", choices=("unit", "keras-io"), default="unit")
     parser.add_argument("--with-peer", action="store_true",
                         help="also fine-tune with sentence-transformers (peer venv)")
     args = parser.parse_args()
@@ -66,11 +65,6 @@ def main():
                                train.labels[:limit])
     dev = data.SentencePairs(dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit],
                              dev.labels[:dev_limit])
-    if args.label_scale == "unit":
-        # The regression objective applies scale_sts_score (x / 2.5 - 1);
-        # unscaled this way, its targets are score / 5.
-        train = data.SentencePairs(train.sentence_a, train.sentence_b,
-                                   data.unscale_sts_score(train.labels / data.STS_SCORE_MAX))
 
     full = limit is None and dev_limit is None
     policy = set_precision(args.precision)
@@ -86,6 +80,7 @@ def main():
         _, history = train_objective(
             "regression", encoder, train, epochs=1, batch_size=16, learning_rate=2e-5,
             warmup_fraction=0.1, seed=args.seed, callbacks=[timer], verbose=0,
+            sts_mapping=args.label_scale,
         )
     after = dev_spearman()
     timing = timer.summary()

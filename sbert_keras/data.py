@@ -9,11 +9,15 @@ malformed record raises `DataFormatError` (a `ValueError`) naming the file
 and its 1-based line.
 
 STS score scaling: the regression objective fits the cosine similarity of
-the two embeddings, which lies in [-1, 1], so the 0..5 gold score is mapped
-linearly onto that range, as in the keras-io "Siamese RoBERTa" example:
+the two embeddings to the 0..5 gold score mapped linearly (`scale_sts_score`):
 
-    target = score / 2.5 - 1        (0 -> -1, 2.5 -> 0, 5 -> 1)
-    score = (target + 1) * 2.5      (`unscale_sts_score`)
+    mapping="unit" (default):  target = score / 5          (0 -> 0, 5 -> 1)
+    mapping="keras-io":        target = score / 2.5 - 1    (0 -> -1, 5 -> 1)
+
+"unit" is the sentence-transformers convention (CosineSimilarityLoss). On
+all-MiniLM-L6-v2, whose cosines are rarely negative, "keras-io" asks
+unrelated pairs for cosine -1 and lowered STS-B dev Spearman from 0.867 to
+0.793 after one epoch (benchmarks/sts_finetune.py --label-scale keras-io).
 """
 
 import collections
@@ -109,25 +113,38 @@ class Triplets:
         return self.anchor, self.positive, self.negative
 
 
-def scale_sts_score(score):
-    """Maps an STS score 0..5 to the cosine target `score / 2.5 - 1` in [-1, 1].
+STS_MAPPINGS = ("unit", "keras-io")
+
+
+def scale_sts_score(score, mapping="unit"):
+    """Maps an STS score 0..5 to a cosine-similarity target.
 
     Args:
         score: float or np.ndarray. Gold STS scores in [0, `STS_SCORE_MAX`];
             a scalar gives a float, an array a float32 array.
+        mapping: str. `"unit"` (default): `score / 5` in [0, 1], the
+            sentence-transformers convention; `"keras-io"`: `score / 2.5 - 1`
+            in [-1, 1], as in the keras-io example.
     """
-    scaled = np.asarray(score, dtype="float64") / (STS_SCORE_MAX / 2) - 1.0
+    if mapping not in STS_MAPPINGS:
+        raise ValueError(f"`mapping` must be one of {STS_MAPPINGS}. Received {mapping!r}.")
+    score = np.asarray(score, dtype="float64")
+    scaled = score / STS_SCORE_MAX if mapping == "unit" else score / (STS_SCORE_MAX / 2) - 1.0
     return float(scaled) if scaled.ndim == 0 else scaled.astype("float32")
 
 
-def unscale_sts_score(target):
-    """Inverse of `scale_sts_score`: `(target + 1) * 2.5`, back to 0..5.
+def unscale_sts_score(target, mapping="unit"):
+    """Inverse of `scale_sts_score`: a cosine target back to 0..5.
 
     Args:
-        target: float or np.ndarray. Cosine-range values in [-1, 1]; a
-            scalar gives a float, an array a float32 array.
+        target: float or np.ndarray. Targets made with `mapping`; a scalar
+            gives a float, an array a float32 array.
+        mapping: str. `"unit"` or `"keras-io"`, as in `scale_sts_score`.
     """
-    score = (np.asarray(target, dtype="float64") + 1.0) * (STS_SCORE_MAX / 2)
+    if mapping not in STS_MAPPINGS:
+        raise ValueError(f"`mapping` must be one of {STS_MAPPINGS}. Received {mapping!r}.")
+    target = np.asarray(target, dtype="float64")
+    score = target * STS_SCORE_MAX if mapping == "unit" else (target + 1.0) * (STS_SCORE_MAX / 2)
     return float(score) if score.ndim == 0 else score.astype("float32")
 
 

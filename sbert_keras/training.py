@@ -109,13 +109,13 @@ def training_callbacks(output_dir, extra=()):
 OBJECTIVES = ("regression", "triplet", "classification", "contrastive")
 
 
-def objective_inputs(objective, examples):
+def objective_inputs(objective, examples, sts_mapping="unit"):
     """The text columns and labels an objective trains on.
 
     Args:
         objective: str. One of `OBJECTIVES`.
         examples: `data.SentencePairs` (regression: raw 0-5 STS scores,
-            rescaled here with `data.scale_sts_score`), `data.NLIPairs`
+            rescaled here with `data.scale_sts_score(mapping=sts_mapping)`), `data.NLIPairs`
             (classification) or `data.Triplets` (triplet, contrastive;
             contrastive uses the negatives as hard negatives when present).
 
@@ -131,7 +131,8 @@ def objective_inputs(objective, examples):
             raise TypeError(f"The {objective} objective trains on sentence pairs; "
                             f"received {type(examples).__name__}.")
         if objective == "regression":
-            return [examples.sentence_a, examples.sentence_b], data.scale_sts_score(examples.labels), {}
+            targets = data.scale_sts_score(examples.labels, mapping=sts_mapping)
+            return [examples.sentence_a, examples.sentence_b], targets, {}
         return [examples.sentence_a, examples.sentence_b], examples.labels, {}
     if isinstance(examples, data.NLIPairs):
         examples = data.nli_to_triplets(examples)
@@ -173,6 +174,7 @@ def train_objective(
     seed=0,
     callbacks=(),
     verbose="auto",
+    sts_mapping="unit",
     **model_kwargs,
 ):
     """Fine-tunes `encoder` with one SBERT objective and the paper's recipe.
@@ -197,6 +199,9 @@ def train_objective(
         seed: int. Shuffle seed.
         callbacks: extra Keras callbacks.
         verbose: passed to `fit` (a progress bar by default).
+        sts_mapping: str. How the regression objective maps 0-5 scores to
+            cosine targets: `"unit"` (score / 5) or `"keras-io"`
+            (score / 2.5 - 1); see `data.scale_sts_score`.
         **model_kwargs: passed to the siamese model (e.g. `concatenation`).
 
     Returns:
@@ -206,7 +211,7 @@ def train_objective(
     from sbert_keras.pipelines import bucket_boundaries
     from sbert_keras.pipelines import siamese_dataset
 
-    columns, labels, extra = objective_inputs(objective, train)
+    columns, labels, extra = objective_inputs(objective, train, sts_mapping)
     model_cls = {
         "regression": siamese.RegressionSiamese,
         "triplet": siamese.TripletSiamese,

@@ -65,21 +65,26 @@ def test_module_imports_without_keras_or_tensorflow():
 
 def test_scale_sts_score_known_values():
     assert data.STS_SCORE_MAX == 5.0
-    assert data.scale_sts_score(0.0) == -1.0
-    assert data.scale_sts_score(2.5) == 0.0
-    assert data.scale_sts_score(5.0) == 1.0
+    assert data.scale_sts_score(0.0, mapping="keras-io") == -1.0
+    assert data.scale_sts_score(2.5, mapping="keras-io") == 0.0
+    assert data.scale_sts_score(5.0, mapping="keras-io") == 1.0
+    assert data.scale_sts_score(0.0) == 0.0 and data.scale_sts_score(4.0) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="mapping"):
+        data.scale_sts_score(1.0, mapping="percent")
     assert isinstance(data.scale_sts_score(3), float)
-    scaled = data.scale_sts_score(np.array([0.0, 1.25, 5.0]))
+    scaled = data.scale_sts_score(np.array([0.0, 1.25, 5.0]), mapping="keras-io")
     np.testing.assert_allclose(scaled, [-1.0, -0.5, 1.0])
     assert scaled.dtype == np.float32
 
 
 def test_scale_unscale_round_trip():
     scores = np.linspace(0.0, 5.0, 21, dtype="float32")
-    np.testing.assert_allclose(data.unscale_sts_score(data.scale_sts_score(scores)), scores, atol=1e-6)
-    assert data.unscale_sts_score(data.scale_sts_score(3.8)) == pytest.approx(3.8, abs=1e-12)
+    for mapping in data.STS_MAPPINGS:
+        back = data.unscale_sts_score(data.scale_sts_score(scores, mapping), mapping)
+        np.testing.assert_allclose(back, scores, atol=1e-6)
+        assert data.unscale_sts_score(data.scale_sts_score(3.8, mapping), mapping) == pytest.approx(3.8)
     assert data.unscale_sts_score(np.array([0.0, 1.0])).dtype == np.float32
-    assert data.unscale_sts_score(-1.0) == 0.0
+    assert data.unscale_sts_score(-1.0, mapping="keras-io") == 0.0
 
 
 # read_sts.
