@@ -17,12 +17,45 @@ touching KerasHub internals:
 import json
 import os
 
+import keras
 import keras_hub
 import numpy as np
+import tensorflow as tf
 
 from sbert_keras.backbone import BertLayoutBackbone
 
 BERT_TYPES = ("bert",)
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class LowercasingBertTokenizer(keras_hub.models.BertTokenizer):
+    """`BertTokenizer` that lowercases like Hugging Face (`str.lower`).
+
+    KerasHub's `lowercase=True` applies Unicode *case folding*, which also
+    rewrites letters that lowercasing keeps (German "ß" -> "ss", Greek final
+    "ς" -> "σ"), so some words tokenise differently from the checkpoint's
+    own tokenizer. This class lowercases with `tf.strings.lower` (UTF-8)
+    and hands KerasHub an already-lowercased string (`lowercase=False`).
+
+    Args:
+        lowercase: bool. Lowercase the input (the checkpoint's `do_lower_case`).
+        **kwargs: passed to `keras_hub.models.BertTokenizer`.
+    """
+
+    def __init__(self, vocabulary=None, lowercase=False, **kwargs):
+        kwargs.pop("lowercase", None)
+        super().__init__(vocabulary=vocabulary, lowercase=False, **kwargs)
+        self.lowercase_like_python = lowercase
+
+    def tokenize(self, inputs):
+        if self.lowercase_like_python:
+            inputs = tf.strings.lower(tf.convert_to_tensor(inputs, tf.string), encoding="utf-8")
+        return super().tokenize(inputs)
+
+    def get_config(self):
+        config = super().get_config()
+        config["lowercase"] = self.lowercase_like_python
+        return config
 ROBERTA_TYPES = ("roberta", "xlm-roberta")
 # Position rows that RoBERTa reserves before the first real position.
 ROBERTA_POSITION_OFFSET = 2
@@ -133,7 +166,7 @@ def _tokenizer_from_folder(folder, model_type):
         strip_accents = tok_config.get("strip_accents")
         if strip_accents is None:
             strip_accents = lowercase
-        return keras_hub.models.BertTokenizer(
+        return LowercasingBertTokenizer(
             vocabulary=os.path.join(folder, "vocab.txt"),
             lowercase=lowercase,
             strip_accents=bool(strip_accents),

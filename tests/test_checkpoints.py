@@ -80,3 +80,37 @@ def test_tiny_roberta_parity_with_sentence_transformers():
     # RoBERTa folders load into KerasHub's own RobertaBackbone.
     assert isinstance(encoder.backbone, keras_hub.models.RobertaBackbone)
     assert encoder.sequence_length == 128
+
+
+HARD_TEXTS = [
+    "A greek-speaking slave (δούλος) would call his master κύριος (vocative: κύριε).",
+    "Die Straße ist groß.",
+    "Résumé of the naïve café owner in Zürich.",
+    "İstanbul ŞEHİR",
+    "ﬁne ligature",
+]
+
+
+@pytest.mark.slow
+def test_bert_token_ids_match_the_checkpoint_tokenizer():
+    # KerasHub's lowercase=True case-folds ("ß" -> "ss", "ς" -> "σ", "ﬁ" -> "fi");
+    # Hugging Face lowercases. The checkpoint's own tokenizer.json is the reference.
+    tokenizers = pytest.importorskip("tokenizers")
+    folder = minilm_path()
+    reference = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    reference.no_padding()
+    encoder = SentenceEncoder.from_preset(folder)
+    ids, _ = encoder.preprocessor.tokenize(HARD_TEXTS)
+    assert ids.to_list() == [reference.encode(t).ids for t in HARD_TEXTS]
+
+
+def test_lowercasing_tokenizer_serializes():
+    import keras
+
+    from sbert_keras.checkpoints import LowercasingBertTokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "straße", "groß"]
+    tokenizer = LowercasingBertTokenizer(vocabulary=vocab, lowercase=True, strip_accents=True)
+    clone = keras.layers.deserialize(keras.layers.serialize(tokenizer))
+    assert type(clone) is LowercasingBertTokenizer and clone.lowercase_like_python
+    assert list(tokenizer.tokenize(["Straße GROß"])[0]) == [5, 6]
