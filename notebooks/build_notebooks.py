@@ -135,8 +135,9 @@ The first code cell is the same in the four notebooks of this series:
   every cell. `set_precision("auto")` picks `mixed_bfloat16` on a CPU with
   bf16 instructions, `mixed_float16` on a GPU, float32 otherwise.
 * With the environment variable **`SBERT_SMOKE=1`** every size shrinks
-  (`pick(full, smoke)`) so the whole notebook runs in well under a minute
-  or two; the numbers of a smoke run mean nothing.
+  (`pick(full, smoke)`) so that a notebook runs in a minute or two; the
+  numbers of a smoke run mean nothing. Full runs take a few minutes each on
+  a 2-core CPU (the ablation of notebook 3 takes longer).
 """
 
 
@@ -722,8 +723,8 @@ NB03 = [
     x = np.arange(len(labels))
     right.bar(x - 0.2, [100 * r[1] for r in results.values()], 0.4, label="here")
     right.bar(x + 0.2, [PAPER[mode] for mode in results], 0.4, label="paper (Table 6)")
-    right.set(title="STS-B dev Spearman x100", xticks=x, xticklabels=labels, ylim=(0, 100))
-    right.legend(loc="lower right")
+    right.set(title="STS-B dev Spearman x100", xticks=x, xticklabels=labels, ylim=(0, 115))
+    right.legend(loc="upper center", ncol=2)
     for ax in (left, right):
         ax.tick_params(axis="x", labelsize=8, rotation=15)
     fig.tight_layout()
@@ -911,7 +912,8 @@ NB04 = [
     texts = ["A man is playing a guitar.", "Someone is playing an instrument.", "A cheetah chases its prey."]
     served = serve(text=tf.constant(texts))["embeddings"].numpy()
     local = encoder.encode(texts)
-    print(f"served {served.shape}; max |served - encode| = {np.abs(served - local).max():.2e}")
+    print(f"served {served.shape}; max |served - encode| = {np.abs(served - local).max():.2e} "
+          f"(dtype policy {POLICY})")
     print("cosine(served[0], served[1]) =", round(float(similarity_matrix(served)[0, 1]), 4))
     """),
     md("""
