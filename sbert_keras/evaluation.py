@@ -318,28 +318,22 @@ class EvaluationCallback(keras.callbacks.Callback):
     # === Constructors ===
 
     @classmethod
-    def sts(cls, encoder, sentences_a, sentences_b, scores, prefix="dev_",
-            batch_size=32, every_n_epochs=1):
+    def of(cls, evaluator, *args, prefix="dev_", batch_size=32, every_n_epochs=1):
+        """A callback running `evaluator(*args, batch_size=batch_size)`."""
+        fn = functools.partial(evaluator, *args, batch_size=batch_size)
+        return cls(fn, prefix=prefix, every_n_epochs=every_n_epochs)
+
+    @classmethod
+    def sts(cls, encoder, sentences_a, sentences_b, scores, **kwargs):
         """Logs `sts_evaluation` (e.g. `dev_spearman_cosine`); see there."""
-        fn = functools.partial(
-            sts_evaluation, encoder, sentences_a, sentences_b, scores, batch_size=batch_size
-        )
-        return cls(fn, prefix=prefix, every_n_epochs=every_n_epochs)
+        return cls.of(sts_evaluation, encoder, sentences_a, sentences_b, scores, **kwargs)
 
     @classmethod
-    def triplets(cls, encoder, anchors, positives, negatives, prefix="dev_",
-                 batch_size=32, every_n_epochs=1):
+    def triplets(cls, encoder, anchors, positives, negatives, **kwargs):
         """Logs `triplet_evaluation` (e.g. `dev_triplet_accuracy`); see there."""
-        fn = functools.partial(
-            triplet_evaluation, encoder, anchors, positives, negatives, batch_size=batch_size
-        )
-        return cls(fn, prefix=prefix, every_n_epochs=every_n_epochs)
+        return cls.of(triplet_evaluation, encoder, anchors, positives, negatives, **kwargs)
 
     @classmethod
-    def nli(cls, model, sentences_a, sentences_b, labels, prefix="dev_",
-            batch_size=32, every_n_epochs=1):
+    def nli(cls, model, sentences_a, sentences_b, labels, **kwargs):
         """Logs `nli_evaluation` (e.g. `dev_nli_accuracy`); see there."""
-        fn = functools.partial(
-            nli_evaluation, model, sentences_a, sentences_b, labels, batch_size=batch_size
-        )
-        return cls(fn, prefix=prefix, every_n_epochs=every_n_epochs)
+        return cls.of(nli_evaluation, model, sentences_a, sentences_b, labels, **kwargs)
