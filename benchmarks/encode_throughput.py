@@ -2,7 +2,7 @@
 
 Measures sentences/s of three paths of our library (batch 32):
   (a) `encode(precision="float32")`: smart batching (length-sorted batches, each
-      padded to `encoder.bucket_length` of its longest text);
+      padded to its longest text);
   (b) `encode(precision="bfloat16")`: the same with bf16 matmuls;
   (c) `encoder.predict(np.array(texts), batch_size=32)`: the plain Keras path,
       every text padded to `sequence_length` (256) tokens.
@@ -84,25 +84,11 @@ class FlopModel:
         return sum(size * self.sequence(width) for width, size in widths_and_sizes)
 
 
-def smart_batches(lengths, batch_size, sequence_length):
-    """`(width, size)` of each batch of `SentenceEncoder.encode` (as it pads them)."""
-    import numpy as np
+def padded_batches(order, lengths, batch_size):
+    """`(width, size)` of batches taken in `order`, each padded to its longest text.
 
-    from sbert_keras.encoder import bucket_length
-
-    order = np.argsort(-lengths, kind="stable")
-    return [
-        (bucket_length(int(lengths[order[s : s + batch_size]].max()), sequence_length),
-         len(order[s : s + batch_size]))
-        for s in range(0, len(order), batch_size)
-    ]
-
-
-def peer_batches(texts, lengths, batch_size):
-    """`(width, size)` of sentence-transformers' batches: sorted by characters, padded to the longest."""
-    import numpy as np
-
-    order = np.argsort([-len(t) for t in texts])
+    `encode` orders by token length (stable); sentence-transformers by characters.
+    """
     return [(int(lengths[order[s : s + batch_size]].max()), len(order[s : s + batch_size]))
             for s in range(0, len(order), batch_size)]
 
@@ -160,9 +146,8 @@ def main():
                 texts, batch_size=BATCH_SIZE, show_progress=False, precision=precision)
         results[precision] = report(
             f"encode_{precision}", timer.seconds,
-            flops.batches(smart_batches(lengths, BATCH_SIZE, seq_len)),
-            padding="smart batching: length-sorted, each batch padded to "
-                    "sbert_keras.encoder.bucket_length(its longest text)",
+            flops.batches(padded_batches(np.argsort(-lengths, kind="stable"), lengths, BATCH_SIZE)),
+            padding="smart batching: length-sorted, each batch padded to its longest text",
         )
 
     array = np.array(texts)
@@ -205,7 +190,7 @@ def main():
                 summary.update(peer="failed", peer_error=str(error))
                 peer = None
         if peer is not None:
-            peer_flops = flops.batches(peer_batches(texts, lengths, BATCH_SIZE))
+            peer_flops = flops.batches(padded_batches(np.argsort([-len(t) for t in texts]), lengths, BATCH_SIZE))
             peer_sps = peer["sentences_per_second"]
             max_diff = float(np.abs(embeddings["float32"] - peer_embeddings).max())
             summary.update(

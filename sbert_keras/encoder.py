@@ -9,6 +9,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras import inference
 from sbert_keras.checkpoints import is_transformers_folder
 from sbert_keras.checkpoints import load_transformers_folder
 from sbert_keras.layers import MaskedPooling
@@ -19,14 +20,6 @@ DEFAULT_PRESET = "roberta_base_en"
 PRECISIONS = ("float32", "bfloat16", "float16")
 # Padded lengths of the training pipeline's length buckets (few shapes).
 BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-# `encode` runs one shape-polymorphic function, so it pads each sorted batch
-# only to its longest text, rounded up to this multiple.
-PAD_MULTIPLE = 8
-
-
-def bucket_length(length, max_length):
-    """The padded width `encode` uses for a batch whose longest text is `length`."""
-    return min(-(-length // PAD_MULTIPLE) * PAD_MULTIPLE, max_length)
 
 
 def restore_compile(model, config):
@@ -172,8 +165,6 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
         built under a mixed policy for training. The copy is re-synced with
         this encoder's weights on every call, so it never goes stale.
         """
-        if precision not in PRECISIONS:
-            raise ValueError(f"`precision` must be one of {PRECISIONS}. Received {precision!r}.")
         if self.backbone.dtype_policy.compute_dtype == precision:
             return self
         if precision not in self._inference_cache.copies:
@@ -186,24 +177,41 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
             target.assign(source)
         return model
 
-    def _infer_fn(self, precision="float32", raw=False):
-        """A `tf.function` with dynamic batch and length: traced once.
+    def _pooled_fn(self, precision="float32"):
+        """`run(token_ids, padding_mask)` -> the pooled float32 vectors (no L2 norm).
 
-        `raw=True` returns the pooled vectors before the L2 normalisation.
+        RoBERTa/BERT-layout backbones run `sbert_keras.inference`'s fused
+        graph on a snapshot of the current weights (taken here, once per
+        call); other backbones run the Keras graph of `_inference_model`.
+        Either function has dynamic batch and length, so it is traced once.
         """
+        if precision not in PRECISIONS:
+            raise ValueError(f"`precision` must be one of {PRECISIONS}. Received {precision!r}.")
+        functions = self._inference_cache.functions
+        if inference.supports(self.backbone):
+            if "fused" not in functions:
+                functions["fused"] = inference.fused_forward(self.backbone, self.pooling_layer)
+            weights = inference.snapshot_weights(self.backbone, precision)
+            return lambda token_ids, mask: functions["fused"](token_ids, mask, weights)
         model = self._inference_model(precision)
-        key = (precision, raw)
-        if key not in self._inference_cache.functions:
+        if precision not in functions:
             names = list(model.input)
             spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in names]
-            run = keras.Model(model.input, model.pooling_layer.output) if raw else model
+            pooled = keras.Model(model.input, model.pooling_layer.output)
 
             @tf.function(input_signature=spec, reduce_retracing=True)
             def infer(*tensors):
-                return run(dict(zip(names, tensors)), training=False)
+                return pooled(dict(zip(names, tensors)), training=False)
 
-            self._inference_cache.functions[key] = infer
-        return self._inference_cache.functions[key]
+            functions[precision] = (names, infer)
+        names, infer = functions[precision]
+
+        def run(token_ids, mask):
+            feed = {"token_ids": token_ids, "padding_mask": mask,
+                    "segment_ids": np.zeros_like(token_ids)}
+            return infer(*[feed[n] for n in names])
+
+        return run
 
     def encode(
         self,
@@ -217,8 +225,9 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
 
         Texts are tokenised once, sorted by token length, batched and padded
         only to each batch's longest text, run through one compiled function
-        with dynamic shapes (traced once),
-        and put back in their original order. Texts longer than
+        with dynamic shapes (traced once; RoBERTa/BERT-layout backbones use
+        the fused graph of `sbert_keras.inference`), and put back in their
+        original order. Texts longer than
         `sequence_length` are truncated; their count is warned about and kept
         in `self.last_num_truncated`.
 
@@ -230,8 +239,9 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
                 pooled vectors unnormalised, `None` keeps the model's setting.
             show_progress: bool or None. Show a progress bar; `None` shows it
                 for more than 8 batches.
-            precision: str. `"float32"` (exact), `"bfloat16"` (bf16 matmuls,
-                fastest on CPUs with AMX/AVX512-BF16) or `"float16"` (GPU).
+            precision: str. `"float32"` (exact, whatever the training policy),
+                `"bfloat16"` (bf16 matmuls, float32 elsewhere; fastest on CPUs
+                with AMX/AVX512-BF16) or `"float16"` (fp16 matmuls, for GPUs).
 
         Raises:
             ValueError / TypeError: an item is `None` or not a string; the
@@ -255,13 +265,8 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
             )
         lengths = ids.row_lengths().numpy()
         order = np.argsort(-lengths, kind="stable")
-        widest = bucket_length(int(lengths.max()), self.sequence_length)
-        flat = ids.to_tensor(
-            self.preprocessor.tokenizer.pad_token_id, shape=[None, widest]
-        ).numpy()
-        raw = normalize is False and self.normalize
-        infer = self._infer_fn(precision, raw=raw)
-        names = list(self.input)
+        flat = ids.to_tensor(self.preprocessor.tokenizer.pad_token_id).numpy()
+        run = self._pooled_fn(precision)
         out = np.empty((len(texts), dim), "float32")
         starts = range(0, len(texts), batch_size)
         progress = None
@@ -271,17 +276,15 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
             progress = tqdm(total=len(texts), desc="encode", unit="text")
         for start in starts:
             index = order[start : start + batch_size]
-            width = bucket_length(int(lengths[index].max()), self.sequence_length)
+            width = int(lengths[index].max())
             token_ids = flat[index, :width].astype("int32")
             mask = (np.arange(width)[None, :] < lengths[index, None]).astype("int32")
-            feed = {"token_ids": token_ids, "padding_mask": mask,
-                    "segment_ids": np.zeros_like(token_ids)}
-            out[index] = infer(*[feed[n] for n in names]).numpy()
+            out[index] = run(token_ids, mask).numpy()
             if progress is not None:
                 progress.update(len(index))
         if progress is not None:
             progress.close()
-        if normalize and not self.normalize:
+        if self.normalize if normalize is None else normalize:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
             out = out / np.maximum(norms, 1e-12)
         return out[0] if single else out
