@@ -35,9 +35,9 @@ FP32_FLOPS_PER_CYCLE = 32
 
 
 def cpu_peak():
-    """`(GFLOP/s, assumption)`: a rough fp32 peak of the CPUs this process may use."""
+    """`({precision: GFLOP/s}, assumption)`: a rough peak of the CPUs this process may use."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    mhz, model = None, "unknown CPU"
+    mhz, model, flags = None, "unknown CPU", set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -47,18 +47,23 @@ def cpu_peak():
                     mhz = float(value)
                 elif key == "model name" and model == "unknown CPU":
                     model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
     except OSError:
         pass
     if mhz is None:
-        return None, "no 'cpu MHz' in /proc/cpuinfo: peak unknown"
+        return {}, "no 'cpu MHz' in /proc/cpuinfo: peak unknown"
     peak = cores * mhz / 1000 * FP32_FLOPS_PER_CYCLE
+    bf16_factor = 2 if "avx512_bf16" in flags else 1
     assumption = (
         f"{cores} cores (nproc; vCPUs counted as cores, halve if they are SMT siblings) x "
         f"{mhz:.0f} MHz ('cpu MHz' of /proc/cpuinfo, {model}) x {FP32_FLOPS_PER_CYCLE} fp32 "
         "FLOP/cycle (AVX-512 FMA: 2 FMA pipes x 8 fp32 lanes x 2, i.e. Zen 4's double-pumped "
-        "256-bit units; a CPU with two full 512-bit FMA units would be 64)"
+        "256-bit units; a CPU with two full 512-bit FMA units would be 64); bfloat16: x "
+        f"{bf16_factor} ({'AVX512-BF16 VDPBF16PS: 2 bf16 products per fp32 lane' if bf16_factor == 2 else 'no AVX512-BF16'}"
+        f"{'; AMX tiles present, not modelled' if 'amx_bf16' in flags else ''})"
     )
-    return peak, assumption
+    return {"float32": peak, "bfloat16": peak * bf16_factor}, assumption
 
 
 class FlopModel:
@@ -126,13 +131,15 @@ def main():
         transformer_layer_params=flops.layer_params, peak_gflops=peak, peak_assumption=assumption,
     )
 
-    def report(path, seconds, executed_flops, **extra):
+    def report(path, seconds, executed_flops, precision="float32", **extra):
         fields = dict(
             benchmark=NAME, kind="path", path=path, texts=len(texts), seconds=seconds,
             sentences_per_second=len(texts) / seconds,
             executed_gflop=executed_flops / 1e9, gflops_per_second=executed_flops / seconds / 1e9,
             useful_gflops_per_second=useful / seconds / 1e9,
-            fraction_of_peak=(executed_flops / seconds / 1e9 / peak) if peak else None, **extra,
+            peak_gflops=peak.get(precision),
+            fraction_of_peak=(executed_flops / seconds / 1e9 / peak[precision]) if peak else None,
+            **extra,
         )
         common.emit(**fields)
         return fields
@@ -147,6 +154,7 @@ def main():
         results[precision] = report(
             f"encode_{precision}", timer.seconds,
             flops.batches(padded_batches(np.argsort(-lengths, kind="stable"), lengths, BATCH_SIZE)),
+            precision=precision,
             padding="smart batching: length-sorted, each batch padded to its longest text",
         )
 

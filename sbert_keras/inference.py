@@ -94,10 +94,10 @@ def snapshot_weights(backbone, dtype):
     )
 
 
-def fused_forward(backbone, pooling_layer):
-    """A `tf.function(token_ids, padding_mask, weights)` -> pooled float32 vectors.
+def build_forward(backbone, pooling_layer):
+    """The Python function `(token_ids, padding_mask, weights)` -> pooled float32 vectors.
 
-    Shapes are dynamic (traced once); `weights` comes from `snapshot_weights`.
+    `weights` comes from `snapshot_weights`. Untraced: `fused_forward` wraps it.
     """
     transformer_layers = backbone.transformer_layers
     num_heads = backbone.num_heads
@@ -115,7 +115,6 @@ def fused_forward(backbone, pooling_layer):
         y = tf.nn.bias_add(tf.matmul(tf.cast(x, kernel.dtype), kernel), bias)
         return y if activation is None else activation(y)
 
-    @tf.function
     def forward(token_ids, padding_mask, weights):
         token_table, position_table, embedding_norm, layers = weights
         batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
@@ -141,6 +140,15 @@ def fused_forward(backbone, pooling_layer):
         sequence = tf.reshape(x, [batch, length, hidden])
         return pooling_layer(sequence, padding_mask)
 
+    return forward
+
+
+def fused_forward(backbone, pooling_layer):
+    """`build_forward` as a `tf.function`, traced once per weight dtype.
+
+    Shapes are dynamic, so one trace serves every batch size and length.
+    """
+    forward = tf.function(build_forward(backbone, pooling_layer))
     traced = {}
 
     def call(token_ids, padding_mask, weights):
@@ -150,7 +158,7 @@ def fused_forward(backbone, pooling_layer):
             ids_spec = tf.TensorSpec([None, None], tf.int32)
             specs = tf.nest.map_structure(tf.TensorSpec.from_tensor, weights)
             traced[key] = forward.get_concrete_function(ids_spec, ids_spec, specs)
-        return traced[key](tf.constant(token_ids, tf.int32),
-                           tf.constant(padding_mask, tf.int32), weights)
+        return traced[key](tf.convert_to_tensor(token_ids, tf.int32),
+                           tf.convert_to_tensor(padding_mask, tf.int32), weights)
 
     return call

@@ -1,0 +1,137 @@
+"""Where `encode`'s time goes: one batch, op by op, Keras graph vs fused graph.
+
+One batch of 32 STS-B dev sentences (the 32 around the median token length,
+padded to the longest of them) runs through five graphs of all-MiniLM-L6-v2:
+
+- `keras_float32`: the functional model (KerasHub `TransformerEncoder`s);
+- `keras_mixed_bfloat16`: the same under the `mixed_bfloat16` policy;
+- `fused_float32`, `fused_bfloat16`: `sbert_keras.inference`'s graph, what
+  `encode` runs;
+- `fused_*_xla`: that graph with `jit_compile=True` (timing only).
+
+Per graph: the median milliseconds per batch over `--repeats` runs, and the
+share of each TensorFlow op type in a full step-stats trace (the frozen
+graph run through a `tf.compat.v1.Session`, as TensorFlow's own timeline
+does). Matmul-type ops are summed in `matmul_share`.
+
+    .venv/bin/python benchmarks/encode_profile.py [--quick] [--repeats N]
+"""
+
+import collections
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+common.silence_tensorflow()
+
+NAME = "encode_profile"
+BATCH_SIZE = 32
+TOP_OPS = 8
+
+
+def median_ms(function, feed, repeats):
+    function(*feed)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function(*feed).numpy()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def op_shares(concrete, feed, runs):
+    """`{op type: share of the summed op time}` from step stats of the frozen graph."""
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    frozen = convert_variables_to_constants_v2(concrete)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(frozen.graph.as_graph_def(), name="")
+    fetches = [t.name for t in frozen.outputs]
+    feeds = dict(zip([t.name for t in frozen.inputs], feed))
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    totals = collections.Counter()
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(fetches, feeds)
+        for _ in range(runs):
+            metadata = tf.compat.v1.RunMetadata()
+            session.run(fetches, feeds, options=options, run_metadata=metadata)
+            for device in metadata.step_stats.dev_stats:
+                for node in device.node_stats:
+                    op = node.timeline_label.split("(")[0].split("=")[-1].strip()
+                    totals[op or node.node_name] += node.all_end_rel_micros
+    whole = sum(totals.values())
+    return {op: micros / whole for op, micros in totals.most_common()}
+
+
+def main():
+    parser = common.base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30, help="timed runs per graph")
+    args = parser.parse_args()
+    paths = common.shared_files(NAME, "data/stsbenchmark/sts-dev.csv")
+    model_dir = common.model_path(NAME)
+    if paths is None or model_dir is None:
+        return 0
+
+    import numpy as np
+    import tensorflow as tf
+
+    common.quiet_tf_python_logs()
+    from sbert_keras import SentenceEncoder
+    from sbert_keras import data
+    from sbert_keras import inference
+
+    repeats = 3 if args.quick else args.repeats
+    dev = data.read_sts(paths[0])
+    texts = dev.sentence_a + dev.sentence_b
+    encoder = SentenceEncoder.from_preset(str(model_dir))
+    ids, _ = encoder.preprocessor.tokenize(texts)
+    lengths = ids.row_lengths().numpy()
+    middle = np.argsort(lengths, kind="stable")[len(texts) // 2 - BATCH_SIZE // 2:][:BATCH_SIZE]
+    width = int(lengths[middle].max())
+    token_ids = ids.to_tensor(0).numpy()[middle, :width].astype("int32")
+    mask = (np.arange(width)[None, :] < lengths[middle, None]).astype("int32")
+    feed = [token_ids, mask]
+    common.emit(benchmark=NAME, kind="config", batch_size=BATCH_SIZE, width=width,
+                real_tokens=int(lengths[middle].sum()), repeats=repeats)
+
+    spec = [tf.TensorSpec([None, None], tf.int32)] * 2
+
+    def keras_graph(model):
+        return tf.function(lambda t, m: model({"token_ids": t, "padding_mask": m}, training=False),
+                           input_signature=spec)
+
+    def fused_graph(forward, weights, xla):
+        return tf.function(lambda t, m: forward(t, m, weights), input_signature=spec,
+                           jit_compile=xla)
+
+    forward = inference.build_forward(encoder.backbone, encoder.pooling_layer)
+    graphs = {
+        "keras_float32": keras_graph(encoder._inference_model("float32")),
+        "keras_mixed_bfloat16": keras_graph(encoder._inference_model("bfloat16")),
+    }
+    for precision in ("float32", "bfloat16"):
+        weights = inference.snapshot_weights(encoder.backbone, precision)
+        graphs[f"fused_{precision}"] = fused_graph(forward, weights, xla=False)
+        graphs[f"fused_{precision}_xla"] = fused_graph(forward, weights, xla=True)
+
+    for name, function in graphs.items():
+        fields = dict(benchmark=NAME, kind="graph", graph=name,
+                      ms_per_batch=median_ms(function, feed, repeats))
+        if not name.endswith("_xla"):
+            shares = op_shares(function.get_concrete_function(), feed, 3 if args.quick else 10)
+            fields["matmul_share"] = sum(v for k, v in shares.items() if "MatMul" in k or "Einsum" in k)
+            fields["top_ops"] = {k: round(v, 3) for k, v in list(shares.items())[:TOP_OPS]}
+        common.emit(**fields)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
