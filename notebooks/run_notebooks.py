@@ -15,6 +15,7 @@ copies.
 import argparse
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -22,6 +23,39 @@ import nbclient
 import nbformat
 
 HERE = pathlib.Path(__file__).resolve().parent
+# stderr lines that are TensorFlow's C++ logs (printed whatever
+# TF_CPP_MIN_LOG_LEVEL says) or tqdm's "no ipywidgets" notice, not output.
+NOISE = re.compile(
+    r"^([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|WARNING: All log messages before absl"
+    r"|.*TqdmWarning: IProgress not found|  from \.autonotebook import tqdm)"
+)
+
+
+def tidy_outputs(notebook):
+    """Merges each cell's stream outputs by name, as a notebook front end shows them.
+
+    Progress-bar redraws (`\\r`) keep their last state, and TensorFlow's C++
+    log lines are dropped from stderr, so a saved notebook reads cleanly.
+    """
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs, streams = [], {}
+        for output in cell.outputs:
+            if output.output_type != "stream":
+                outputs.append(output)
+            elif output.name in streams:
+                streams[output.name].text += output.text
+            else:
+                streams[output.name] = output
+                outputs.append(output)
+        for output in streams.values():
+            lines = [line.rsplit("\r", 1)[-1] for line in output.text.split("\n")]
+            if output.name == "stderr":
+                lines = [line for line in lines if not NOISE.match(line)]
+            output.text = "\n".join(lines)
+        cell.outputs = [o for o in outputs if o.output_type != "stream" or o.text.strip()]
+    return notebook
 
 
 def notebook_paths(names=None):
@@ -45,7 +79,7 @@ def execute(path, timeout=600, save=True):
     client.execute()
     seconds = time.perf_counter() - start
     if save:
-        nbformat.write(notebook, path)
+        nbformat.write(tidy_outputs(notebook), path)
     return seconds
 
 
