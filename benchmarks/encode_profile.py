@@ -9,6 +9,10 @@ padded to the longest of them) runs through five graphs of all-MiniLM-L6-v2:
   `encode` runs;
 - `fused_*_xla`: that graph with `jit_compile=True` (timing only).
 
+Also measured: the GFLOP/s of bare `tf.matmul`s in float32 and bfloat16, a
+large 2048^3 one (a practical peak of these cores) and the feed-forward
+matmul of that batch, for scale.
+
 Per graph: the median milliseconds per batch over `--repeats` runs, and the
 share of each TensorFlow op type in a full step-stats trace (the frozen
 graph run through a `tf.compat.v1.Session`, as TensorFlow's own timeline
@@ -41,6 +45,15 @@ def median_ms(function, feed, repeats):
         function(*feed).numpy()
         times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
+
+
+def matmul_gflops(m, k, n, dtype, repeats):
+    import tensorflow as tf
+
+    a = tf.cast(tf.random.normal([m, k]), dtype)
+    b = tf.cast(tf.random.normal([k, n]), dtype)
+    milliseconds = median_ms(tf.function(tf.matmul), (a, b), repeats)
+    return 2.0 * m * k * n / milliseconds / 1e6
 
 
 def op_shares(concrete, feed, runs):
@@ -121,6 +134,12 @@ def main():
         weights = inference.snapshot_weights(encoder.backbone, precision)
         graphs[f"fused_{precision}"] = fused_graph(forward, weights, xla=False)
         graphs[f"fused_{precision}_xla"] = fused_graph(forward, weights, xla=True)
+
+    intermediate = encoder.backbone.intermediate_dim
+    for m, k, n in ((2048, 2048, 2048), (token_ids.size, encoder.backbone.hidden_dim, intermediate)):
+        common.emit(benchmark=NAME, kind="matmul", shape=[m, k, n], **{
+            f"{dtype}_gflops": matmul_gflops(m, k, n, dtype, repeats)
+            for dtype in ("float32", "bfloat16")})
 
     for name, function in graphs.items():
         fields = dict(benchmark=NAME, kind="graph", graph=name,
