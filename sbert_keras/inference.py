@@ -23,6 +23,7 @@ here; any other backbone falls back to the Keras graph.
 
 import math
 
+import keras
 import keras_hub
 import tensorflow as tf
 
@@ -120,7 +121,8 @@ def build_forward(backbone, pooling_layer):
         batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
         hidden = token_table.shape[-1]
         head_dim = hidden // num_heads
-        x = tf.gather(token_table, token_ids) + position_table[None, :length]
+        # `keras.ops.take`, as the embedding layer does (negative ids wrap around).
+        x = keras.ops.take(token_table, token_ids, axis=0) + position_table[None, :length]
         x = tf.reshape(layer_norm(x, embedding_norm, epsilons[0]), [-1, hidden])
         mask = tf.cast(padding_mask, "float32")
         attention_bias = ((1.0 - mask) * -1e9)[:, None, None, :]

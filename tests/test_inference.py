@@ -10,8 +10,9 @@ from sbert_keras import SentenceEncoder
 from sbert_keras import SentenceEncoderPreprocessor
 from sbert_keras import inference
 
+# "東京 😀" is out of the toy vocabularies (the toy BPE maps it to id -1).
 TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog",
-         "the red car is fast and slow", ""]
+         "the red car is fast and slow", "", "東京 😀"]
 
 
 def keras_graph(encoder, texts):
