@@ -7,13 +7,13 @@ one batch of 32 x 14 tokens, 2 Zen-4 cores; `benchmarks/encode_profile.py`):
 - the query, key and value projections are three small `EinsumDense`
   matmuls, where one fused `[hidden, 3 * hidden]` matmul is more efficient;
 - under `mixed_bfloat16` the elementwise ops (erf-GELU, bias adds) also run
-  in bfloat16, which TensorFlow's CPU kernels do slowly (the GELU took 24 %
-  of the batch), so the policy ran at 76.6 ms against 81.9 ms in float32.
+  in bfloat16, which TensorFlow's CPU kernels do slowly (the GELU took about
+  a quarter of the batch's time), so the policy gained little over float32.
 
-This graph runs the same computation from the same weights (59.8 ms in
-float32, 50.7 ms with bf16 matmuls): matmuls with
-their bias (and GELU) in `dtype`, so oneDNN fuses them into one kernel, and
-attention, softmax, residuals, LayerNorm and pooling in float32. The
+This graph runs the same computation from the same weights, faster per
+batch (the benchmark prints both): matmuls with their bias (and GELU) in
+`dtype`, so oneDNN fuses them into one kernel, and attention, softmax,
+residuals, LayerNorm and pooling in float32. The
 weights are snapshot (fused and cast) once per `encode` call and passed in,
 so the traced function never holds a stale copy. Keras and KerasHub have no
 such mixed "bf16 matmul, float32 elsewhere" inference path, so it is written
