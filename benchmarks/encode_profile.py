@@ -88,22 +88,19 @@ def main():
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30, help="timed runs per graph")
     args = parser.parse_args()
-    paths = common.shared_files(NAME, "data/stsbenchmark/sts-dev.csv")
-    model_dir = common.model_path(NAME)
-    if paths is None or model_dir is None:
+    found = common.sts_dev_texts_and_model(NAME)
+    if found is None:
         return 0
+    texts, model_dir = found
 
     import numpy as np
     import tensorflow as tf
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import data
     from sbert_keras import inference
 
     repeats = 3 if args.quick else args.repeats
-    dev = data.read_sts(paths[0])
-    texts = dev.sentence_a + dev.sentence_b
     encoder = SentenceEncoder.from_preset(str(model_dir))
     ids, _ = encoder.preprocessor.tokenize(texts)
     lengths = ids.row_lengths().numpy()

@@ -101,21 +101,16 @@ def padded_batches(order, lengths, batch_size):
 def main():
     parser = common.base_parser(__doc__.splitlines()[0])
     args = parser.parse_args()
-    paths = common.shared_files(NAME, "data/stsbenchmark/sts-dev.csv")
-    model_dir = common.model_path(NAME)
-    if paths is None or model_dir is None:
+    found = common.sts_dev_texts_and_model(NAME, lines=100 if args.quick else None)
+    if found is None:
         return 0
+    texts, model_dir = found
 
     import numpy as np
-    import tensorflow as tf  # noqa: F401
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import data
 
-    dev = data.read_sts(paths[0])
-    lines = 100 if args.quick else len(dev)
-    texts = dev.sentence_a[:lines] + dev.sentence_b[:lines]
     with common.Timer() as load:
         encoder = SentenceEncoder.from_preset(str(model_dir))
     ids, num_truncated = encoder.preprocessor.tokenize(texts)
