@@ -13,7 +13,8 @@ Why this exists: `encode` is matmul-bound, and the Keras graph of KerasHub's
 This graph runs the same computation from the same weights: matmuls with
 their bias (and GELU) in the matmul dtype, so oneDNN fuses them into one
 kernel, and attention, softmax, residuals, LayerNorm, pooling and the
-projection in float32. Keras and KerasHub have no such mixed "bf16 matmul,
+projection in float32 (LayerNorm through oneDNN's fused kernel,
+`sbert_keras.onednn`). Keras and KerasHub have no such mixed "bf16 matmul,
 float32 elsewhere" inference path, so it is written here. Nothing in it is
 trusted blindly: `sbert_keras.inference` checks it against the Keras graph
 on first use and falls back when they differ, and `supports` refuses any
@@ -39,6 +40,7 @@ from keras_hub.models import RobertaBackbone
 
 from sbert_keras import int8
 from sbert_keras import int8_quantize
+from sbert_keras import onednn
 from sbert_keras.backbone import BertLayoutBackbone
 from sbert_keras.kerashub_adapter import block_parts
 
@@ -310,19 +312,22 @@ def build_forward(encoder, weights):
     activations = [p.intermediate.activation for p in parts]
     pooling, project = encoder.pooling_layer, getattr(encoder, "project", None)
 
-    def layer_norm(x, params, epsilon):
-        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-        return tf.nn.batch_normalization(x, mean, variance, params.beta, params.gamma, epsilon)
+    # Probed here, outside any trace: the probe runs a graph of its own.
+    fused_norm = onednn.layer_norm_available()
 
-    def forward(token_ids, padding_mask):
+    def run(token_ids, padding_mask, norm):
         model = weights.values()
         batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
         hidden = model.token_table.shape[-1]
         head_dim = hidden // num_heads
+
+        def layer_norm(x, params, epsilon):
+            return norm(x, params.gamma, params.beta, epsilon)
+
         # `keras.ops.take`, as the embedding layer does (negative ids wrap around).
         x = keras.ops.take(model.token_table, token_ids, axis=0)
         x = x + model.position_table[None, :length]
-        x = tf.reshape(layer_norm(x, model.embedding_norm, epsilons[0]), [-1, hidden])
+        x = layer_norm(tf.reshape(x, [-1, hidden]), model.embedding_norm, epsilons[0])
         attention_bias = ((1.0 - tf.cast(padding_mask, "float32")) * -1e9)[:, None, None, :]
         for i, block in enumerate(model.blocks):
             qkv = tf.cast(dense(x, block.qkv), "float32")
@@ -336,5 +341,15 @@ def build_forward(encoder, weights):
             x = layer_norm(tf.cast(dense(h, block.output), "float32") + x, block.feedforward_norm, epsilons[i + 1][1])
         pooled = pooling(tf.reshape(x, [batch, length, hidden]), padding_mask)
         return pooled if project is None else tf.cast(project(pooled), "float32")
+
+    def forward(token_ids, padding_mask):
+        if not fused_norm:
+            return run(token_ids, padding_mask, onednn.composite_layer_norm)
+        # oneDNN's LayerNorm from FUSED_LAYER_NORM_MIN_ROWS tokens; below, the composite is faster.
+        return tf.cond(
+            tf.size(token_ids) >= onednn.FUSED_LAYER_NORM_MIN_ROWS,
+            lambda: run(token_ids, padding_mask, onednn.fused_layer_norm),
+            lambda: run(token_ids, padding_mask, onednn.composite_layer_norm),
+        )
 
     return forward

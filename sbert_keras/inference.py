@@ -16,8 +16,9 @@ same thing. Neither Keras nor KerasHub has such an engine, so it is here.
   functional model, or of a copy under a mixed policy);
 - the self-check: the first time the fused graph runs for a precision, it is
   compared with the float32 Keras graph on a probe batch of different
-  lengths. Beyond the gates (float32: max |diff| <= 1e-5 of the vectors'
-  scale; bfloat16 / float16: min cosine >= 0.999) it warns, naming the
+  lengths (and on that batch repeated, for the large-batch kernels).
+  Beyond the gates (float32: max |diff| <= 1e-5 of the vectors' scale;
+  bfloat16 / float16: min cosine >= 0.999) it warns, naming the
   model, precision and divergence, and the Keras graph is used instead;
 - batching and the progress bar.
 """
@@ -33,6 +34,7 @@ from tqdm.auto import tqdm
 from sbert_keras import fused
 from sbert_keras import int8
 from sbert_keras import int8_quantize
+from sbert_keras import onednn
 from sbert_keras.checks import check_positive_int
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.defaults import PRECISIONS
@@ -238,7 +240,13 @@ class InferenceEngine:
             else:
                 token_ids, mask = probe_batch(self.encoder)
                 reference = self.keras_function("float32")(token_ids, mask).numpy()
-                candidate = self.fused_function(precision)(token_ids, mask).numpy()
+                fused_run = self.fused_function(precision)
+                # The probe, then the probe repeated into a batch that takes the
+                # fused graph's large-batch kernels (`onednn.FUSED_LAYER_NORM_MIN_ROWS`).
+                repeat = -(-onednn.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
+                large = fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))).numpy()
+                candidate = np.concatenate([fused_run(token_ids, mask).numpy(), large])
+                reference = np.concatenate([reference, np.tile(reference, (repeat, 1))])
                 measure, value, passed = divergence(reference, candidate, precision)
                 if not passed:
                     warnings.warn(

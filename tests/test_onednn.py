@@ -1,0 +1,43 @@
+"""oneDNN's fused LayerNorm: agreement with the composite, and the self-check at large batches."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import tiny_encoder
+from sbert_keras import onednn
+
+pytestmark = pytest.mark.skipif(not onednn.layer_norm_available(), reason="no _MklLayerNorm in this TensorFlow")
+
+
+@pytest.mark.parametrize("rows", [3, 130, 448])
+@pytest.mark.parametrize("scale", [1e-2, 1.0, 1e3])
+def test_fused_layer_norm_matches_the_composite(rows, scale):
+    rng = np.random.default_rng(rows)
+    x = tf.constant(rng.normal(size=(rows, 384)) * scale + scale, tf.float32)
+    gamma = tf.constant(rng.normal(size=384), tf.float32)
+    beta = tf.constant(rng.normal(size=384), tf.float32)
+    fused = tf.function(onednn.fused_layer_norm)(x, gamma, beta, 1e-12).numpy()
+    reference = onednn.composite_layer_norm(x, gamma, beta, 1e-12).numpy()
+    np.testing.assert_allclose(fused, reference, atol=1e-5 * np.abs(reference).max())
+
+
+def test_a_wrong_fused_layer_norm_is_caught_by_the_self_check(monkeypatch):
+    """Only the probe repeated past FUSED_LAYER_NORM_MIN_ROWS runs the fused kernel; it must be checked too."""
+    original = onednn.fused_layer_norm
+    monkeypatch.setattr(onednn, "fused_layer_norm", lambda *args: original(*args) * 1.01)
+    encoder = tiny_encoder(normalize=True)
+    texts = ["the cat sat", "a dog ran in the park"] * 40  # > FUSED_LAYER_NORM_MIN_ROWS tokens per batch
+    with pytest.warns(UserWarning, match=r"float32 diverges"):
+        out = encoder.encode(texts, batch_size=64, precision="float32")
+    monkeypatch.setattr(onednn, "fused_layer_norm", original)
+    reference = tiny_encoder(normalize=True).encode(texts, batch_size=64, precision="float32")
+    np.testing.assert_allclose(out, reference, atol=1e-5)
+
+
+def test_large_and_small_batches_agree():
+    encoder = tiny_encoder()
+    texts = ["the red car is fast", "a cat", "dogs run in the park every day"] * 30
+    large = encoder.encode(texts, batch_size=90, precision="float32")  # fused LayerNorm
+    small = encoder.encode(texts, batch_size=2, precision="float32")  # composite LayerNorm
+    np.testing.assert_allclose(large, small, atol=1e-5)
