@@ -1,0 +1,233 @@
+"""Information-retrieval evaluation: NDCG, MRR, MAP, recall and accuracy at k.
+
+sentence-transformers' `InformationRetrievalEvaluator` (cosine), with its
+metric names and definitions so that figures compare directly (checked
+against it in the tests). The evaluators here and in `pair_evaluation`
+return a `dict` whose `"primary"` entry names the main metric (ST's
+`primary_metric`) and whose other entries are floats; `EvaluationCallback.of`
+logs the floats during `fit`.
+
+Reused: the chunked top-k corpus search is `search.semantic_search`, the
+de-duplicated encoding `evaluation._encode_unique`, NDCG@k scikit-learn's
+`ndcg_score`. Written here: MRR@k, MAP@k and precision/recall/accuracy@k
+with several relevant documents per query. scikit-learn's ranking metrics
+(`top_k_accuracy_score`, `label_ranking_average_precision_score`) take one
+label per sample or a full queries x corpus score matrix, and its
+`average_precision_score` has no cut-off and divides by every relevant
+document, where IR's MAP@k divides by `min(k, relevant)` and stops at k.
+"""
+
+import collections.abc
+
+import numpy as np
+from sklearn.metrics import ndcg_score
+
+from sbert_keras.checks import check_positive_int
+from sbert_keras.defaults import ENCODE_BATCH_SIZE
+from sbert_keras.evaluation import _encode_unique
+from sbert_keras.search import semantic_search
+
+PRIMARY = "primary"
+CUTOFFS = ("accuracy_at_k", "precision_recall_at_k", "mrr_at_k", "ndcg_at_k", "map_at_k")
+
+
+# === Checks ===
+
+
+def _texts(values, name):
+    """`values` as a list of str, naming the first item that is not one."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"`{name}` must be a list of strings, not a single string.")
+    values = list(values)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TypeError(f"`{name}` item {i} must be a str. Received {type(value).__name__}: {value!r}.")
+    return values
+
+
+def _text_map(values, name):
+    """A dict id -> text from a mapping (kept) or a list (ids 0..n-1)."""
+    if isinstance(values, collections.abc.Mapping):
+        ids = list(values)
+        return dict(zip(ids, _texts([values[i] for i in ids], name)))
+    return dict(enumerate(_texts(values, name)))
+
+
+def _ks(values, name):
+    values = sorted({check_positive_int(k, name) for k in values})
+    if not values:
+        raise ValueError(f"`{name}` must name at least one k.")
+    return values
+
+
+# === Information retrieval ===
+
+
+def _relevance(queries, corpus, relevant):
+    """Query ids with relevant documents, their texts and relevant-id sets."""
+    if not isinstance(relevant, collections.abc.Mapping):
+        raise TypeError(f"`relevant` must be a dict query id -> set of corpus ids. Received {type(relevant).__name__}.")
+    for qid, docs in relevant.items():
+        if qid not in queries:
+            raise ValueError(f"`relevant` names query id {qid!r}, which is not in `queries`.")
+        if isinstance(docs, (str, bytes)):
+            raise TypeError(f"`relevant[{qid!r}]` must be a set of corpus ids, not the string {docs!r}.")
+        for doc in docs:
+            if doc not in corpus:
+                raise ValueError(f"`relevant[{qid!r}]` names corpus id {doc!r}, which is not in `corpus`.")
+    query_ids = [qid for qid in queries if relevant.get(qid)]
+    if not query_ids:
+        raise ValueError("No query of `queries` has a relevant document in `relevant`; nothing to evaluate.")
+    return query_ids, [set(relevant[qid]) for qid in query_ids]
+
+
+def _hit_matrix(query_embeddings, corpus_embeddings, relevant_rows, max_k, corpus_chunk_size):
+    """`(queries, max_k)` bools: is the corpus row at each rank relevant."""
+    hits = semantic_search(query_embeddings, corpus_embeddings, top_k=max_k, corpus_chunk_size=corpus_chunk_size)
+    matrix = np.zeros((len(hits), max_k), dtype=bool)
+    for q, (row, wanted) in enumerate(zip(hits, relevant_rows)):
+        matrix[q, : len(row)] = [hit["corpus_id"] in wanted for hit in row]
+    return matrix
+
+
+def _ndcg(hits, num_relevant, k):
+    """ST's binary-relevance NDCG@k through scikit-learn's `ndcg_score`.
+
+    Each row lists the retrieved documents' relevance, then one for each
+    relevant document that was not retrieved (so that the ideal DCG counts
+    it), by strictly decreasing score: the ranking is the retrieval order.
+    """
+    width = hits.shape[1] + int(num_relevant.max())
+    y_true = np.zeros((len(hits), width))
+    y_true[:, : hits.shape[1]] = hits
+    for q, missing in enumerate(num_relevant - hits.sum(axis=1)):
+        y_true[q, hits.shape[1] : hits.shape[1] + missing] = 1.0
+    y_score = np.broadcast_to(-np.arange(width, dtype="float64"), y_true.shape)
+    return float(ndcg_score(y_true, y_score, k=k, ignore_ties=True))
+
+
+def retrieval_metrics(
+    hits,
+    num_relevant,
+    accuracy_at_k=(1, 3, 5, 10),
+    precision_recall_at_k=(1, 3, 5, 10),
+    mrr_at_k=(10,),
+    ndcg_at_k=(10,),
+    map_at_k=(100,),
+):
+    """ST's information-retrieval metrics from a ranked hit matrix.
+
+    Args:
+        hits: array-like of bool `(queries, depth)`. Whether the document
+            retrieved at each rank is relevant (`depth` >= every k; ranks
+            past the corpus are `False`).
+        num_relevant: array-like of int `(queries,)`. Relevant documents of
+            each query (>= 1).
+        accuracy_at_k, precision_recall_at_k, mrr_at_k, ndcg_at_k, map_at_k:
+            tuple of int. The cut-offs of each metric.
+
+    Returns:
+        dict of float: `cosine_accuracy@k`, `cosine_precision@k`,
+        `cosine_recall@k`, `cosine_mrr@k`, `cosine_ndcg@k`, `cosine_map@k`,
+        each averaged over the queries.
+
+    Example:
+    ```python
+    out = retrieval_metrics([[False, True, False]], [2], (1,), (2,), (3,), (3,), (3,))
+    out["cosine_mrr@3"]  # 0.5
+    ```
+    """
+    hits = np.atleast_2d(np.asarray(hits, dtype=bool))
+    num_relevant = np.asarray(num_relevant, dtype="int64").reshape(-1)
+    cutoffs = [accuracy_at_k, precision_recall_at_k, mrr_at_k, ndcg_at_k, map_at_k]
+    accuracy_at_k, precision_recall_at_k, mrr_at_k, ndcg_at_k, map_at_k = map(_ks, cutoffs, CUTOFFS)
+    depth = max(max(ks) for ks in (accuracy_at_k, precision_recall_at_k, mrr_at_k, ndcg_at_k, map_at_k))
+    if hits.shape[1] < depth:
+        raise ValueError(f"`hits` ranks {hits.shape[1]} documents per query; the largest k needs {depth}.")
+    if len(num_relevant) != len(hits) or num_relevant.min(initial=1) < 1 or (hits.sum(1) > num_relevant).any():
+        raise ValueError("`num_relevant` must give each query's relevant documents: >= 1 and >= its hits.")
+    ranks = np.arange(1, hits.shape[1] + 1)
+    found = np.cumsum(hits, axis=1)
+    out = {}
+    for k in accuracy_at_k:
+        out[f"cosine_accuracy@{k}"] = float(np.mean(hits[:, :k].any(axis=1)))
+    for k in precision_recall_at_k:
+        out[f"cosine_precision@{k}"] = float(np.mean(found[:, k - 1] / k))
+        out[f"cosine_recall@{k}"] = float(np.mean(found[:, k - 1] / num_relevant))
+    for k in mrr_at_k:
+        first = np.where(hits[:, :k].any(axis=1), 1.0 / (hits[:, :k].argmax(axis=1) + 1), 0.0)
+        out[f"cosine_mrr@{k}"] = float(np.mean(first))
+    for k in ndcg_at_k:
+        out[f"cosine_ndcg@{k}"] = _ndcg(hits[:, :k], num_relevant, k)
+    for k in map_at_k:
+        precision_at_hits = np.sum(hits[:, :k] * found[:, :k] / ranks[:k], axis=1)
+        out[f"cosine_map@{k}"] = float(np.mean(precision_at_hits / np.minimum(k, num_relevant)))
+    return out
+
+
+def information_retrieval_evaluation(
+    encoder,
+    queries,
+    corpus,
+    relevant,
+    batch_size=ENCODE_BATCH_SIZE,
+    accuracy_at_k=(1, 3, 5, 10),
+    precision_recall_at_k=(1, 3, 5, 10),
+    mrr_at_k=(10,),
+    ndcg_at_k=(10,),
+    map_at_k=(100,),
+    corpus_chunk_size=50_000,
+):
+    """Ranks the corpus for each query by cosine; NDCG, MRR, MAP, recall.
+
+    sentence-transformers' `InformationRetrievalEvaluator` (binary
+    relevance): queries without relevant documents are skipped, documents on
+    an equal score rank by ascending corpus id (by insertion order if the
+    ids do not sort), and a relevant document outside the retrieved depth
+    (the largest k) counts as not found.
+
+    Args:
+        encoder: `SentenceEncoder`. Anything with `encode(texts, batch_size)`.
+        queries: dict. Query id -> query text.
+        corpus: dict. Corpus id -> document text.
+        relevant: dict. Query id -> set of relevant corpus ids.
+        batch_size: int. Texts per forward pass.
+        accuracy_at_k, precision_recall_at_k, mrr_at_k, ndcg_at_k, map_at_k:
+            tuple of int. The cut-offs of each metric.
+        corpus_chunk_size: int. Corpus rows scored at once.
+
+    Returns:
+        dict: `"primary"` (`"cosine_ndcg@10"`, the largest NDCG cut-off)
+        and the floats `cosine_accuracy@k`, `cosine_precision@k`,
+        `cosine_recall@k`, `cosine_mrr@k`, `cosine_ndcg@k`, `cosine_map@k`.
+
+    Raises:
+        ValueError: an empty corpus, no query with relevant documents, or an
+            id in `relevant` that is not in `queries` / `corpus` (named).
+
+    Example:
+    ```python
+    out = information_retrieval_evaluation(
+        encoder, {"q1": "a dog runs"}, {"d1": "the dog runs", "d2": "a red car"}, {"q1": {"d1"}}
+    )
+    out[out["primary"]]  # NDCG@10
+    ```
+    """
+    queries, corpus = _text_map(queries, "queries"), _text_map(corpus, "corpus")
+    if not corpus:
+        raise ValueError("`corpus` is empty: information retrieval needs at least one document.")
+    query_ids, relevant_ids = _relevance(queries, corpus, relevant)
+    cutoffs = [accuracy_at_k, precision_recall_at_k, mrr_at_k, ndcg_at_k, map_at_k]
+    max_k = max(max(_ks(ks, name)) for ks, name in zip(cutoffs, CUTOFFS))
+    try:  # ST breaks score ties by corpus id: search in id order.
+        corpus_ids = sorted(corpus)
+    except TypeError:
+        corpus_ids = list(corpus)
+    query_vectors, corpus_vectors = _encode_unique(
+        encoder, [[queries[q] for q in query_ids], [corpus[c] for c in corpus_ids]], batch_size
+    )
+    row = {cid: i for i, cid in enumerate(corpus_ids)}
+    relevant_rows = [{row[cid] for cid in ids} for ids in relevant_ids]
+    hits = _hit_matrix(query_vectors, corpus_vectors, relevant_rows, max_k, corpus_chunk_size)
+    out = retrieval_metrics(hits, [len(ids) for ids in relevant_rows], *cutoffs)
+    return {PRIMARY: f"cosine_ndcg@{max(_ks(ndcg_at_k, 'ndcg_at_k'))}", **out}
