@@ -22,6 +22,7 @@ from sklearn.metrics import average_precision_score
 from sklearn.metrics import matthews_corrcoef
 from sklearn.metrics import precision_recall_fscore_support
 
+from sbert_keras.checks import check_positive_int
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.evaluation import _cosine
 from sbert_keras.evaluation import _encode_unique
@@ -114,6 +115,7 @@ def binary_classification_evaluation(encoder, sentences_a, sentences_b, labels, 
     out["cosine_ap"]
     ```
     """
+    batch_size = check_positive_int(batch_size, "batch_size")
     sentences_a, sentences_b = _texts(sentences_a, "sentences_a"), _texts(sentences_b, "sentences_b")
     labels = np.asarray(labels).reshape(-1)
     _same_length(sentences_a=sentences_a, sentences_b=sentences_b, labels=labels)
@@ -197,6 +199,7 @@ def paraphrase_mining_evaluation(
     out["average_precision"]
     ```
     """
+    batch_size = check_positive_int(batch_size, "batch_size")
     sentences = _text_map(sentences, "sentences")
     if len(sentences) < 2:
         raise ValueError(f"`sentences` must hold at least 2 sentences. Received {len(sentences)}.")

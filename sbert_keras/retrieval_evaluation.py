@@ -213,6 +213,7 @@ def information_retrieval_evaluation(
     out[out["primary"]]  # NDCG@10
     ```
     """
+    batch_size = check_positive_int(batch_size, "batch_size")
     queries, corpus = _text_map(queries, "queries"), _text_map(corpus, "corpus")
     if not corpus:
         raise ValueError("`corpus` is empty: information retrieval needs at least one document.")
