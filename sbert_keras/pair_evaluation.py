@@ -121,7 +121,7 @@ def binary_classification_evaluation(encoder, sentences_a, sentences_b, labels, 
     _same_length(sentences_a=sentences_a, sentences_b=sentences_b, labels=labels)
     bad = [i for i, value in enumerate(labels.tolist()) if value not in (0, 1)]
     if bad:
-        raise ValueError(f"`labels` must be 0 or 1; item {bad[0]} is {labels[bad[0]]!r}.")
+        raise ValueError(f"`labels` must be 0 or 1; item {bad[0]} is {labels.tolist()[bad[0]]!r}.")
     labels = labels.astype("int64")
     if labels.min() == labels.max():
         raise ValueError(f"`labels` holds only class {labels[0]}; pair classification needs both 0 and 1.")
