@@ -7,6 +7,9 @@ return a `dict` whose `"primary"` entry names the main metric (ST's
 `primary_metric`) and whose other entries are floats; `EvaluationCallback.of`
 logs the floats during `fit`.
 
+`read_beir` reads a retrieval set in the BEIR layout (`corpus.jsonl`,
+`queries.jsonl`, `qrels/<split>.tsv`), the format of the public IR sets.
+
 Reused: the chunked top-k corpus search is `search.semantic_search`, the
 de-duplicated encoding `evaluation._encode_unique`, NDCG@k scikit-learn's
 `ndcg_score`. Written here: MRR@k, MAP@k and precision/recall/accuracy@k
@@ -18,11 +21,15 @@ document, where IR's MAP@k divides by `min(k, relevant)` and stops at k.
 """
 
 import collections.abc
+import json
+import os
 
 import numpy as np
 from sklearn.metrics import ndcg_score
 
 from sbert_keras.checks import check_positive_int
+from sbert_keras.data import DataFormatError
+from sbert_keras.data import iter_text_lines
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.evaluation import _encode_unique
 from sbert_keras.search import semantic_search
@@ -232,3 +239,72 @@ def information_retrieval_evaluation(
     hits = _hit_matrix(query_vectors, corpus_vectors, relevant_rows, max_k, corpus_chunk_size)
     out = retrieval_metrics(hits, [len(ids) for ids in relevant_rows], *cutoffs)
     return {PRIMARY: f"cosine_ndcg@{max(_ks(ndcg_at_k, 'ndcg_at_k'))}", **out}
+
+
+# === BEIR files ===
+
+
+def _read_jsonl_texts(path, with_title):
+    """id -> text of a BEIR `corpus.jsonl` / `queries.jsonl` (title + text)."""
+    texts = {}
+    for line_number, line in iter_text_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataFormatError(path, line_number, f"invalid JSON ({error})") from None
+        if not isinstance(record, dict) or "_id" not in record or not isinstance(record.get("text"), str):
+            raise DataFormatError(path, line_number, 'expected an object with "_id" and a string "text"')
+        title = record.get("title") if with_title else None
+        text = f"{title} {record['text']}".strip() if isinstance(title, str) else record["text"]
+        texts[str(record["_id"])] = text
+    return texts
+
+
+def read_beir(folder, split="test"):
+    """Reads an IR set in the BEIR layout for `information_retrieval_evaluation`.
+
+    `corpus.jsonl` (`_id`, optional `title`, `text`: the document is
+    `title + " " + text`, as ST's examples build it), `queries.jsonl`
+    (`_id`, `text`) and `qrels/<split>.tsv` (a header, then `query-id`,
+    `corpus-id`, `score` separated by tabs; a score > 0 is relevant).
+
+    Args:
+        folder: str or path-like. The folder holding the three files.
+        split: str. The qrels file to read (`test`, `dev`, `train`).
+
+    Returns:
+        `(queries, corpus, relevant)`: dict id -> text, dict id -> text and
+        dict query id -> set of corpus ids, all ids as str.
+
+    Raises:
+        DataFormatError: a malformed line or an id that is in neither
+            file, naming the file and line.
+        FileNotFoundError: a missing file.
+
+    Example:
+    ```python
+    queries, corpus, relevant = read_beir("scifact", split="test")
+    information_retrieval_evaluation(encoder, queries, corpus, relevant)
+    ```
+    """
+    corpus = _read_jsonl_texts(os.path.join(folder, "corpus.jsonl"), with_title=True)
+    queries = _read_jsonl_texts(os.path.join(folder, "queries.jsonl"), with_title=False)
+    path = os.path.join(folder, "qrels", f"{split}.tsv")
+    relevant = {}
+    for line_number, line in iter_text_lines(path):
+        fields = line.split("\t")
+        if line_number == 1 and fields[0].strip().lower() in ("query-id", "query_id", "qid"):
+            continue  # the header
+        if len(fields) < 3:
+            raise DataFormatError(path, line_number, f"expected query-id, corpus-id and score; found {fields}")
+        qid, cid = fields[0].strip(), fields[1].strip()
+        try:
+            score = float(fields[2])
+        except ValueError:
+            raise DataFormatError(path, line_number, f"score {fields[2]!r} is not a number") from None
+        for name, value, known in (("query", qid, queries), ("corpus", cid, corpus)):
+            if value not in known:
+                raise DataFormatError(path, line_number, f"{name} id {value!r} is not in the {name} file")
+        if score > 0:
+            relevant.setdefault(qid, set()).add(cid)
+    return queries, corpus, relevant

@@ -274,3 +274,48 @@ def test_pair_evaluators_match_sentence_transformers(st_reference):
     ours = pe.paraphrase_mining_evaluation(encoder, data["sentences"], data["gold"])
     assert 0.5 < ours["recall"] < 1.0  # some gold pairs are not mined
     assert_same_metrics(ours, st["paraphrase"])
+
+
+# === BEIR files ===
+
+
+def write_beir(folder, qrels):
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        '{"_id": "d1", "title": "Dogs", "text": "the dog runs"}\n{"_id": 2, "text": "a red car"}\n'
+    )
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "a dog runs"}\n{"_id": "q2", "text": "cars"}\n')
+    (folder / "qrels" / "test.tsv").write_text(qrels)
+
+
+def test_read_beir(tmp_path):
+    write_beir(tmp_path, "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t2\t0.5\nq2\td1\t0\n")
+    queries, corpus, relevant = re_.read_beir(tmp_path)
+    assert queries == {"q1": "a dog runs", "q2": "cars"}
+    assert corpus == {"d1": "Dogs the dog runs", "2": "a red car"}
+    assert relevant == {"q1": {"d1"}, "q2": {"2"}}  # a score of 0 is not relevant
+    encoder = FakeEncoder({"a dog runs": [1, 0], "cars": [0, 1], "Dogs the dog runs": [1, 0.1], "a red car": [0, 1]})
+    out = re_.information_retrieval_evaluation(encoder, queries, corpus, relevant)
+    assert out["cosine_accuracy@1"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "qrels, match",
+    [
+        ("query-id\tcorpus-id\tscore\nq1\td9\t1\n", r"test.tsv, line 2: corpus id 'd9' is not in the corpus file"),
+        ("q1\td1\n", r"test.tsv, line 1: expected query-id, corpus-id and score"),
+        ("q1\td1\thigh\n", "score 'high' is not a number"),
+        ("q7\td1\t1\n", "query id 'q7'"),
+    ],
+)
+def test_read_beir_names_file_and_line(tmp_path, qrels, match):
+    write_beir(tmp_path, qrels)
+    with pytest.raises(ValueError, match=match):
+        re_.read_beir(tmp_path)
+
+
+def test_read_beir_bad_json_line(tmp_path):
+    write_beir(tmp_path, "q1\td1\t1\n")
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "a"}\n{"_id": "q2"}\n')
+    with pytest.raises(ValueError, match=r"queries.jsonl, line 2: expected an object"):
+        re_.read_beir(tmp_path)
