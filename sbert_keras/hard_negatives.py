@@ -36,7 +36,9 @@ from tqdm.auto import tqdm
 
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
+from sbert_keras.data import DataFormatError
 from sbert_keras.data import Triplets
+from sbert_keras.data import iter_text_lines
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.defaults import NORM_EPSILON
 from sbert_keras.search import semantic_search
@@ -45,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 SAMPLING_STRATEGIES = ("top", "random")
 TRIPLET_HEADER = ("anchor", "positive", "negative")
+# Header names of the (anchor, positive) columns `read_pairs_csv` accepts.
+PAIR_HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
 # Anchors searched at once: bounds the score matrix to chunk x corpus floats.
 QUERY_CHUNK_SIZE = 1024
 
@@ -293,3 +297,49 @@ def write_triplets_csv(path, triplets, overwrite=False):
             os.fsync(f.fileno())
 
     return outputs.replace_atomically(write, path, ".csv")
+
+
+def read_pairs_csv(path):
+    """Reads (anchor, positive) pairs from a CSV, the input of `mine_hard_negatives`.
+
+    The header names the columns `anchor,positive`, `query,positive` or
+    `sentence1,sentence2` (any case; other columns, e.g. a `negative` of a
+    triplet file, are ignored). Fields may be quoted; empty rows are skipped.
+
+    Args:
+        path: str or path-like. The UTF-8 CSV file.
+
+    Returns:
+        `data.Triplets` with anchors and positives and `negative=None`.
+
+    Raises:
+        DataFormatError: no usable header, a short row or an empty field,
+            naming the file and line.
+
+    Example:
+    ```python
+    pairs = read_pairs_csv("pairs.csv")
+    mined = mine_hard_negatives(encoder, pairs.anchor, pairs.positive)
+    ```
+    """
+    lines = (line for _, line in iter_text_lines(path, skip_empty=False, keep_ends=True))
+    reader = csv.reader(lines)
+    header = [name.strip().lower() for name in next(reader, None) or []]
+    columns = next(([header.index(n) for n in names] for names in PAIR_HEADERS if set(names) <= set(header)), None)
+    if columns is None:
+        expected = " or ".join(",".join(names) for names in PAIR_HEADERS)
+        raise DataFormatError(path, 1, f"header {header} lacks the columns {expected}")
+    anchors, positives = [], []
+    row_start = reader.line_num + 1
+    try:
+        for row in reader:
+            line_number, row_start = row_start, reader.line_num + 1
+            if not row:
+                continue
+            if len(row) <= max(columns) or not all(row[i].strip() for i in columns):
+                raise DataFormatError(path, line_number, f"expected non-empty fields {columns}, found {row}")
+            anchors.append(row[columns[0]])
+            positives.append(row[columns[1]])
+    except csv.Error as error:
+        raise DataFormatError(path, row_start, f"invalid CSV ({error})") from None
+    return Triplets(anchors, positives)

@@ -183,3 +183,19 @@ def test_tiny_encoder_end_to_end(tmp_path):
     read = data.read_triplets_csv(path)
     assert read.as_tuple() == mined.triplets.as_tuple()
     assert all(n not in (a, p) for a, p, n in zip(*read.as_tuple()))
+
+
+def test_read_pairs_csv(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text('Query,Positive,extra\n"a, dog",the dog,x\n\nq2,p2,y\n')
+    pairs = hn.read_pairs_csv(path)
+    assert pairs.as_tuple() == (["a, dog", "q2"], ["the dog", "p2"])
+    # A triplet file is read as its (anchor, positive) pairs.
+    triplets = hn.write_triplets_csv(tmp_path / "t.csv", data.Triplets(["a"], ["p"], ["n"]))
+    assert hn.read_pairs_csv(triplets).as_tuple() == (["a"], ["p"])
+    path.write_text("text,label\nx,1\n")
+    with pytest.raises(data.DataFormatError, match="pairs.csv, line 1: header"):
+        hn.read_pairs_csv(path)
+    path.write_text("anchor,positive\nx,y\nz,\n")
+    with pytest.raises(data.DataFormatError, match="pairs.csv, line 3: expected non-empty fields"):
+        hn.read_pairs_csv(path)
