@@ -6,7 +6,8 @@ default the positives) are encoded, each distinct anchor's nearest corpus
 texts are found by cosine with `search.semantic_search`, and negatives are
 taken from them. The candidates of an anchor are, in ST's order:
 
-1. the `range_max + positives + 1` nearest distinct corpus texts (the corpus
+1. the `range_max + P + 1` nearest distinct corpus texts (`P` the most
+   positives of any anchor; the corpus
    is de-duplicated, so a text never comes twice), without the anchor's
    positives and without the anchor's own text (ST would keep the latter);
 2. without those scoring above `positive_score - margin` (the lowest
@@ -21,7 +22,9 @@ taken from them. The candidates of an anchor are, in ST's order:
 Every (anchor, positive) pair gets one triplet per negative of its anchor.
 `write_triplets_csv` writes them atomically (`outputs.replace_atomically`)
 as the `anchor,positive,negative` CSV that `data.read_triplets_csv` reads
-and the triplet objectives train on. The mining itself is written here
+and the triplet objectives train on (CSV, not TSV: that reader, and the
+CLI's file sniffing, take a tab-separated file for STS pairs);
+`read_pairs_csv` reads the (anchor, positive) input. The mining itself is written here
 because the project has no `datasets`/PyTorch dependency for ST's, and ST's
 version needs a SentenceTransformer model.
 """
