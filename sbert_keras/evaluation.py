@@ -254,7 +254,8 @@ class EvaluationCallback(keras.callbacks.Callback):
     it during `fit` measures the model in training.
 
     Args:
-        evaluate_fn: callable. Takes no argument, returns a dict of floats.
+        evaluate_fn: callable. Takes no argument, returns a dict of floats
+            (and optionally `"primary"`, the name of the main one, not logged).
         prefix: str. Prepended to every key in the logs.
         every_n_epochs: int. Evaluate after every n-th epoch.
 
@@ -287,7 +288,8 @@ class EvaluationCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_n_epochs:
             return
-        result = {key: float(value) for key, value in self.evaluate_fn().items()}
+        # A `"primary"` entry names the main metric (a str); it is not logged.
+        result = {key: float(value) for key, value in self.evaluate_fn().items() if key != "primary"}
         self.results.append(result)
         self.epochs.append(epoch)
         entries = {f"{self.prefix}{key}": value for key, value in result.items()}
