@@ -273,7 +273,7 @@ class FusedWeights:
             )
 
         self._refresh, self._fingerprint = refresh, fingerprint
-        self._last = fingerprint().numpy()
+        self._last = tf.Variable(fingerprint(), trainable=False)
 
     def values(self):
         """The variables as a `ModelWeights` (usable inside a `tf.function`)."""
@@ -286,12 +286,21 @@ class FusedWeights:
         compared with the one of the last refresh (one small graph call,
         well under a millisecond on all-MiniLM-L6-v2).
         """
-        current = self._fingerprint().numpy()
-        if not force and np.array_equal(current, self._last):
+        current = self._fingerprint()
+        if not force and np.array_equal(current.numpy(), self._last.numpy()):
             return False
         self._refresh()
-        self._last = current
+        self._last.assign(current)
         return True
+
+    def changed(self):
+        """A boolean tensor: whether the source weights changed since the last refresh.
+
+        For use inside a `tf.function` next to the forward pass: its few
+        hundred small ops then run beside the forward pass instead of in a
+        graph call of their own before it (what `sync` costs a single query).
+        """
+        return tf.reduce_any(tf.not_equal(self._fingerprint(), self._last))
 
 
 def build_forward(encoder, weights):

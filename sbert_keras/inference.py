@@ -186,7 +186,8 @@ class InferenceEngine:
         self._verdicts = {}  # precision -> whether the fused graph passed
         self._copies = {}  # precision -> a SentenceEncoder copy under a mixed policy
         self._stale = set()  # precisions whose cast weights must be re-computed
-        self._string_functions = {}  # runner -> strings_function(runner)
+        self._string_functions = {}  # (runner, weights) -> strings_function(...)
+        self._quantized = None  # fused.quantized_layers(encoder), asked once
 
     def invalidate(self):
         """Marks the cast weights stale: they are re-computed on the next call."""
@@ -266,7 +267,9 @@ class InferenceEngine:
         """
         auto = precision in (None, "auto")
         precision = resolve_precision(precision)
-        if auto and fused.quantized_layers(self.encoder) and int8.int8_matmul_available():
+        if self._quantized is None:
+            self._quantized = fused.quantized_layers(self.encoder)  # `quantize` makes a new engine
+        if auto and self._quantized and int8.int8_matmul_available():
             precision = "int8"  # an encoder quantized by Keras runs its int8 weights
         if self.check(precision):
             return "fused", precision
@@ -293,25 +296,48 @@ class InferenceEngine:
         model = self.keras_model(precision)
         return keras_forward(model), [model], (kind, precision)
 
+    def query(self, texts, precision="auto"):
+        """`(pooled, number truncated)` of a few texts in one graph call.
+
+        Strings to vectors in one `tf.function`, what a single query wants.
+        On the fused graph, the check for changed weights runs inside that
+        call, beside the forward pass; if they changed, the cast weights are
+        refreshed and the call repeated.
+        """
+        kind, precision = self.plan(precision)
+        weights = None
+        if kind == "fused":
+            weights = self._weights[precision]  # made by the self-check of `plan`
+            if precision in self._stale:
+                weights.sync(force=True)
+                self._stale.discard(precision)
+            run = self._traced(("fused", precision), lambda: fused.build_forward(self.encoder, weights))
+        else:
+            run = self.keras_function(precision)
+        key = (run, weights)
+        if key not in self._string_functions:
+            changed = None if weights is None else weights.changed
+            self._string_functions[key] = strings_function(self.encoder.preprocessor, run, changed)
+        pooled, num_truncated, changed = self._string_functions[key](tf.constant(texts))
+        if bool(changed):
+            weights.sync(force=True)
+            pooled, num_truncated, _ = self._string_functions[key](tf.constant(texts))
+        return pooled.numpy(), int(num_truncated)
+
     def encode(self, texts, batch_size=ENCODE_BATCH_SIZE, normalize=None, show_progress=None, precision="auto"):
         """`SentenceEncoder.encode` (see there): smart batching over `runner`."""
         single = isinstance(texts, (str, bytes))
         batch_size = check_positive_int(batch_size, "batch_size")
         texts = check_texts(texts)
         encoder = self.encoder
-        run = self.runner(precision)
         out = np.zeros((len(texts), encoder.embedding_dim), "float32")
         show = show_progress or (show_progress is None and len(texts) > 8 * batch_size)
         if 0 < len(texts) <= batch_size and not show:
-            # One graph call from strings to vectors: what a single query wants.
-            if run not in self._string_functions:
-                self._string_functions[run] = strings_function(encoder.preprocessor, run)
-            pooled, num_truncated = self._string_functions[run](tf.constant(texts))
-            out, num_truncated = pooled.numpy(), int(num_truncated)
+            out, num_truncated = self.query(texts, precision)
         elif texts:
             ids, num_truncated = encoder.preprocessor.tokenize(texts)
             pad = encoder.preprocessor.tokenizer.pad_token_id
-            run_batches(run, ids, pad, batch_size, out, show)
+            run_batches(self.runner(precision), ids, pad, batch_size, out, show)
         if texts:
             report_truncation(encoder, num_truncated, len(texts))
         if encoder.normalize if normalize is None else normalize:
@@ -319,8 +345,12 @@ class InferenceEngine:
         return out[0] if single else out
 
 
-def strings_function(preprocessor, run):
-    """A `tf.function`: strings -> `(run` of the padded token ids, number truncated)."""
+def strings_function(preprocessor, run, changed=None):
+    """A `tf.function`: strings -> `(run` of the padded token ids, number truncated, changed).
+
+    `changed`: None, or a function returning a boolean tensor (e.g.
+    `FusedWeights.changed`), computed in the same graph call.
+    """
     pad_id = preprocessor.tokenizer.pad_token_id
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -328,7 +358,8 @@ def strings_function(preprocessor, run):
         ids, truncated = preprocessor.ragged_token_ids(texts)
         token_ids = tf.cast(ids.to_tensor(pad_id), tf.int32)
         mask = tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1], tf.int32)
-        return run(token_ids, mask), tf.reduce_sum(tf.cast(truncated, tf.int32))
+        stale = tf.constant(False) if changed is None else changed()
+        return run(token_ids, mask), tf.reduce_sum(tf.cast(truncated, tf.int32)), stale
 
     return embed
 
