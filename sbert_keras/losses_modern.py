@@ -260,7 +260,11 @@ class SymmetricInBatchNegativesLoss(ImpliedTargetLoss):
     """
 
     def __init__(
-        self, scale=IN_BATCH_SCALE, name="symmetric_in_batch_negatives_loss", reduction="sum_over_batch_size", dtype=None
+        self,
+        scale=IN_BATCH_SCALE,
+        name="symmetric_in_batch_negatives_loss",
+        reduction="sum_over_batch_size",
+        dtype=None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.scale = scale

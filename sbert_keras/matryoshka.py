@@ -110,7 +110,9 @@ class MatryoshkaLoss(keras.losses.Loss):
     ```
     """
 
-    def __init__(self, loss, dims=None, weights=None, name="matryoshka_loss", reduction="sum_over_batch_size", dtype=None):
+    def __init__(
+        self, loss, dims=None, weights=None, name="matryoshka_loss", reduction="sum_over_batch_size", dtype=None
+    ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.loss = keras.losses.get(loss)
         if self.loss is None:

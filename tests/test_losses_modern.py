@@ -139,7 +139,10 @@ LOSSES = [
 def test_losses_round_trip_their_config(loss):
     revived = run_serialization_test(loss)
     assert revived.get_config() == loss.get_config()
-    for restored in (keras.losses.deserialize(keras.losses.serialize(loss)), keras.losses.get(keras.losses.serialize(loss))):
+    for restored in (
+        keras.losses.deserialize(keras.losses.serialize(loss)),
+        keras.losses.get(keras.losses.serialize(loss)),
+    ):
         assert type(restored) is type(loss)
         assert restored.get_config() == loss.get_config()
 
@@ -204,7 +207,9 @@ u, v = t["u"], t["v"]
 print(json.dumps({
     "cosent": L.CoSENTLoss(None).compute_loss_from_embeddings([u, v], t["scores"]).item(),
     "angle": L.AnglELoss(None).compute_loss_from_embeddings([u, v], t["scores"]).item(),
-    "symmetric": L.MultipleNegativesSymmetricRankingLoss(None).compute_loss_from_embeddings([u, v, t["n"]], None).item(),
+    "symmetric": L.MultipleNegativesSymmetricRankingLoss(None)
+    .compute_loss_from_embeddings([u, v, t["n"]], None)
+    .item(),
     "batch_hard": L.BatchHardTripletLoss(None).batch_hard_triplet_loss(t["classes"], u).item(),
     "online": L.OnlineContrastiveLoss(None).compute_loss_from_embeddings([u, v], t["binary"]).item(),
     "mse": L.MSELoss(None).compute_loss_from_embeddings([u], [v]).item(),

@@ -1,18 +1,20 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import tiny_encoder
 from harness import MIXED_POLICIES
 from harness import assert_float32_and_finite
 from harness import dtype_policy
 from harness import run_model_saving_test
+from harness import run_precision_test
 from harness import run_serialization_test
 from sbert_keras import AnglELoss
 from sbert_keras import BatchHardTripletLoss
 from sbert_keras import ClassificationSiamese
-from sbert_keras import CoSENTLoss
 from sbert_keras import ContrastiveSiamese
+from sbert_keras import CoSENTLoss
 from sbert_keras import InBatchNegativesLoss
 from sbert_keras import MatryoshkaLoss
 from sbert_keras import MatryoshkaPrefixes
@@ -156,3 +158,20 @@ def test_angle_on_pair_embeddings_with_matryoshka_loss(tmp_path):
     assert restored.pair_output == "embeddings" and restored.loss.dims == (8, 4)
     with pytest.raises(ValueError, match="takes no `matryoshka_dims`"):
         RegressionSiamese(tiny_encoder(), pair_output="embeddings", matryoshka_dims=(8, 4))
+
+
+@pytest.mark.parametrize("policy", MIXED_POLICIES)
+def test_matryoshka_siamese_has_finite_float32_loss_and_gradients(policy):
+    def features(model):
+        texts = tf.constant(["a man is playing guitar", ""])
+        x, _ = model.preprocessor((texts, texts), y=tf.zeros(2))  # identical pairs, one empty text
+        return x
+
+    losses = run_precision_test(
+        lambda: RegressionSiamese(tiny_encoder(), matryoshka_dims=(8, 4)),
+        features,
+        y=tf.constant([1.0, 0.0]),
+        loss=MatryoshkaLoss(CoSENTLoss()),
+        policies=(policy,),
+    )
+    assert set(losses) == {policy}
