@@ -11,6 +11,7 @@ or a `tf.data.Dataset` yielding such tuples (or dicts keyed by role).
 import keras
 import keras_hub
 import tensorflow as tf
+from keras import ops
 
 from sbert_keras.defaults import CONCATENATION
 from sbert_keras.defaults import IN_BATCH_SCALE
@@ -21,6 +22,9 @@ from sbert_keras.defaults import TRIPLET_MARGIN
 from sbert_keras.encoder import restore_compile
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.losses import TripletLoss
+from sbert_keras.losses_modern import AnglELoss
+from sbert_keras.matryoshka import MatryoshkaLoss
+from sbert_keras.matryoshka import MatryoshkaPrefixes
 from sbert_keras.similarity import CosineSimilarity
 from sbert_keras.similarity import PairFeatures
 from sbert_keras.similarity import SimilarityMatrix
@@ -110,16 +114,26 @@ class SiameseModel(keras_hub.models.Task):
         encoder: the shared `SentenceEncoder`.
         roles: tuple of str or None. The input sentences in order; `None`
             takes the class's `roles`.
+        matryoshka_dims: tuple of int or None. Also train these prefixes of
+            the embeddings (Matryoshka): the head runs on each re-normalised
+            prefix and the outputs are stacked on axis 1, `(batch,
+            len(dims), ...)`; `compile()` wraps the loss in `MatryoshkaLoss`
+            (and drops the default metrics).
         **kwargs: standard `keras_hub.models.Task` arguments (`name`, ...).
     """
 
     roles = ()
     dummy_labels = False
 
-    def __init__(self, encoder, roles=None, **kwargs):
+    def __init__(self, encoder, roles=None, matryoshka_dims=None, **kwargs):
         roles = tuple(roles or self.roles)
+        # === Config === (before the build: `Task.__init__` compiles)
+        self.matryoshka_dims = None if matryoshka_dims is None else tuple(matryoshka_dims)
         # === Layers ===
         self.encoder = encoder
+        self.prefixes = (
+            None if matryoshka_dims is None else MatryoshkaPrefixes(matryoshka_dims, name="matryoshka_prefixes")
+        )
         self.preprocessor = (
             SiamesePreprocessor(encoder.preprocessor, roles, self.dummy_labels)
             if encoder.preprocessor is not None
@@ -133,7 +147,12 @@ class SiameseModel(keras_hub.models.Task):
             for name in names
         }
         embeddings = {role: encoder({name: inputs[f"{role}_{name}"] for name in names}) for role in roles}
-        outputs = self.head(embeddings)
+        if self.prefixes is None:
+            outputs = self.head(embeddings)
+        else:
+            prefixes = {role: self.prefixes(embedding) for role, embedding in embeddings.items()}
+            heads = [self.head({role: p[i] for role, p in prefixes.items()}) for i in range(len(self.matryoshka_dims))]
+            outputs = ops.stack(heads, axis=1)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         # === Config ===
         self.active_roles = roles
@@ -155,7 +174,9 @@ class SiameseModel(keras_hub.models.Task):
         if loss == "auto":
             loss = self.default_loss()
         if metrics == "auto":
-            metrics = self.default_metrics()
+            metrics = None if self.matryoshka_dims else self.default_metrics()
+        if self.matryoshka_dims and loss is not None and not isinstance(loss, MatryoshkaLoss):
+            loss = MatryoshkaLoss(loss)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def compile_from_config(self, config):
@@ -168,6 +189,8 @@ class SiameseModel(keras_hub.models.Task):
         config.pop("backbone", None)
         config.pop("preprocessor", None)
         config.update({"encoder": keras.layers.serialize(self.encoder), "roles": list(self.active_roles)})
+        if self.matryoshka_dims is not None:
+            config["matryoshka_dims"] = list(self.matryoshka_dims)
         return config
 
     @classmethod
@@ -182,10 +205,15 @@ class RegressionSiamese(SiameseModel):
 
     Inputs: `(sentence_a, sentence_b)`. Output: `(batch,)` cosines in
     float32. Scale STS scores to the cosine's range first (see
-    `sbert_keras.data`).
+    `sbert_keras.data`). Also the model of `CoSENTLoss` and
+    `OnlineContrastiveLoss`.
 
     Args:
         encoder: the shared `SentenceEncoder`.
+        pair_output: str. `"cosine"` (default, MSE) or `"embeddings"`: the pair's
+            two embeddings `(batch, 2, dim)`, for `AnglELoss` (the default
+            loss then); with Matryoshka use `MatryoshkaLoss(AnglELoss(),
+            dims=...)` on this output instead of `matryoshka_dims`.
         **kwargs: `SiameseModel` arguments.
 
     Example:
@@ -198,16 +226,31 @@ class RegressionSiamese(SiameseModel):
 
     roles = ("sentence_a", "sentence_b")
 
-    def __init__(self, encoder, **kwargs):
+    def __init__(self, encoder, pair_output="cosine", **kwargs):
+        if pair_output not in ("cosine", "embeddings"):
+            raise ValueError(f"`pair_output` must be 'cosine' or 'embeddings'. Received {pair_output!r}.")
+        if pair_output == "embeddings" and kwargs.get("matryoshka_dims"):
+            raise ValueError(
+                "RegressionSiamese(pair_output='embeddings') takes no `matryoshka_dims`: "
+                "compile it with `MatryoshkaLoss(AnglELoss(), dims=...)`, which truncates the embeddings itself."
+            )
+        # === Config ===
+        self.pair_output = pair_output
         # === Layers ===
         self.similarity = CosineSimilarity(name="cosine_similarity")
         super().__init__(encoder, **kwargs)
 
     def head(self, embeddings):
+        if self.pair_output == "embeddings":
+            pair = [ops.cast(embeddings[r], "float32") for r in ("sentence_a", "sentence_b")]
+            return ops.stack(pair, axis=1)
         return self.similarity(embeddings["sentence_a"], embeddings["sentence_b"])
 
     def default_loss(self):
-        return keras.losses.MeanSquaredError()
+        return AnglELoss() if self.pair_output == "embeddings" else keras.losses.MeanSquaredError()
+
+    def get_config(self):
+        return {**super().get_config(), "pair_output": self.pair_output}
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
