@@ -42,6 +42,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shutil
 import time
 
@@ -71,6 +72,9 @@ SHARD_SUFFIX = ".parquet"
 SHARD_PATTERN = f"{SHARD_PREFIX}-*-of-*{SHARD_SUFFIX}"
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 INPUT_FORMATS = ("auto", "text", "jsonl")
+# A bad input line fails a worker; runners re-raise it as a RuntimeError whose
+# text holds the original "DataFormatError: <file>, line <n>: <reason>".
+BAD_LINE = re.compile(r"DataFormatError: (.+?)(?: \[while running .*)?$", re.MULTILINE)
 
 
 class SentenceEncoderModelHandler(ModelHandler):
@@ -340,6 +344,17 @@ def build_pipeline(pipeline, files, handler, output_prefix, dim, input_format="a
     )
 
 
+def run_pipeline(pipeline):
+    """Runs `pipeline` to the end; a bad input line becomes a `ValueError` naming file and line."""
+    try:
+        return pipeline.run().wait_until_finish()
+    except Exception as error:
+        bad_line = BAD_LINE.search(str(error))
+        if bad_line:
+            raise ValueError(bad_line.group(1)) from error
+        raise
+
+
 def embed_corpus(
     model,
     input,
@@ -351,6 +366,7 @@ def embed_corpus(
     input_format="auto",
     normalize=None,
     overwrite=False,
+    worker_threads=None,
 ):
     """Embeds a corpus with a Beam pipeline into Parquet shards in `output`.
 
@@ -369,6 +385,9 @@ def embed_corpus(
         input_format: str. `"auto"`, `"text"` or `"jsonl"`.
         normalize: bool or None. L2-normalise (None: the model's setting).
         overwrite: bool. Replace an earlier result in `output`.
+        worker_threads: int or None. TensorFlow intra-op threads per Beam
+            worker (`TF_NUM_INTRAOP_THREADS`, set by Beam before the model
+            loads); None keeps TensorFlow's default (all cores).
 
     Returns:
         A dict: `texts`, `dim`, `shards`, `output`, `seconds`.
@@ -378,8 +397,17 @@ def embed_corpus(
             output folder, or (from the pipeline) a bad input line naming
             its file and 1-based line.
     """
+    env_vars = {}
+    if worker_threads is not None:
+        env_vars["TF_NUM_INTRAOP_THREADS"] = str(check_positive_int(worker_threads, "worker_threads"))
     handler = SentenceEncoderModelHandler(
-        model, batch_size, precision, normalize, min_batch_size=beam_batch_size, max_batch_size=beam_batch_size
+        model,
+        batch_size,
+        precision,
+        normalize,
+        min_batch_size=beam_batch_size,
+        max_batch_size=beam_batch_size,
+        env_vars=env_vars,
     )
     files = match_input(input)
     for path in files:
@@ -393,7 +421,7 @@ def embed_corpus(
     try:
         pipeline = apache_beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
         build_pipeline(pipeline, files, handler, os.path.join(work, SHARD_PREFIX), dim, input_format)
-        state = pipeline.run().wait_until_finish()
+        state = run_pipeline(pipeline)
         if state != "DONE":
             raise RuntimeError(f"the Beam pipeline ended in state {state}")
         texts = count_rows(work)
@@ -422,6 +450,7 @@ def add_arguments(parser):
     parser.add_argument("--beam-batch-size", type=int, default=BEAM_BATCH_SIZE, help="texts per Beam batch")
     parser.add_argument("--input-format", default="auto", choices=list(INPUT_FORMATS), help="auto: .jsonl/.json")
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
+    parser.add_argument("--worker-threads", type=int, default=None, help="TensorFlow threads per Beam worker")
     parser.add_argument("--overwrite", action="store_true", help="replace earlier embeddings in --output")
     return parser
 
@@ -439,6 +468,7 @@ def run(args):
         input_format=args.input_format,
         normalize=args.normalize or None,
         overwrite=args.overwrite,
+        worker_threads=args.worker_threads,
     )
 
 

@@ -9,9 +9,8 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
-from conftest import tiny_encoder  # noqa: E402
-
 import sbert_keras  # noqa: E402
+from conftest import tiny_encoder  # noqa: E402
 from sbert_keras import beam  # noqa: E402
 from sbert_keras import data  # noqa: E402
 
@@ -120,9 +119,29 @@ def test_bad_jsonl_line_names_file_and_line(tmp_path, line, reason):
 
 def test_bad_jsonl_line_fails_the_pipeline_with_file_and_line(tmp_path, model_file):
     source = write_lines(tmp_path / "bad.jsonl", ['{"id": 0, "text": "a cat"}', '{"id": 1, "txt": "a dog"}'])
-    with pytest.raises(Exception, match=r"bad\.jsonl, line 2: missing key 'text'"):
+    with pytest.raises(ValueError, match=r"^\S*bad\.jsonl, line 2: missing key 'text' \(expected"):
         embed(model_file, source, tmp_path / "out")
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+
+
+class _FailingPipeline:
+    def __init__(self, error):
+        self.error = error
+
+    def run(self):
+        raise self.error
+
+
+def test_worker_error_text_becomes_value_error_naming_file_and_line():
+    # What the multi-processing DirectRunner raises: the worker's traceback as text.
+    trace = (
+        "Traceback (most recent call last):\n  File ...\n"
+        "sbert_keras.data.DataFormatError: /data/c.jsonl, line 9: 'text' is not a string: 3\n"
+    )
+    with pytest.raises(ValueError, match=r"^/data/c\.jsonl, line 9: 'text' is not a string: 3$"):
+        beam.run_pipeline(_FailingPipeline(RuntimeError(trace)))
+    with pytest.raises(RuntimeError, match="worker lost"):
+        beam.run_pipeline(_FailingPipeline(RuntimeError("worker lost")))
 
 
 def test_not_utf8_names_file_and_line(tmp_path):
@@ -178,3 +197,5 @@ def test_handler_batching_and_inference(model_file, reference):
     np.testing.assert_allclose(np.stack([r.inference for r in results]), reference, atol=ATOL)
     with pytest.raises(ValueError, match="precision"):
         beam.SentenceEncoderModelHandler(model_file, precision="fp8")
+    threads = beam.SentenceEncoderModelHandler(model_file, env_vars={"TF_NUM_INTRAOP_THREADS": "1"})
+    assert beam.KeyedModelHandler(threads)._env_vars == {"TF_NUM_INTRAOP_THREADS": "1"}
