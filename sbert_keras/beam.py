@@ -1,31 +1,21 @@
 """Corpus encoding on Apache Beam: `RunInference` with a `SentenceEncoder`.
 
-`embed_corpus` embeds text lines or JSON lines (a file or a glob) into
-Parquet shards with the columns `id` (string) and `embedding` (fixed-size
-list of float32), on any Beam runner: locally on the DirectRunner (one
-process, or `--direct_num_workers 2 --direct_running_mode
-multi_processing`), or on Dataflow, Flink or Spark with their pipeline
-options. `read_embeddings(folder)` loads the shards back as
-`(ids, float32 matrix)`.
+`embed_corpus` embeds text lines or JSON lines (a file or glob) into Parquet
+shards with columns `id` (string) and `embedding` (fixed-size list of
+float32) on any Beam runner (DirectRunner, Dataflow, Flink, Spark);
+`read_embeddings(folder)` loads them back as `(ids, float32 matrix)`.
 
-Why hand-written: Beam ships handlers for TensorFlow SavedModels, PyTorch,
-ONNX and Hugging Face pipelines, but none calls `SentenceEncoder.encode`,
-whose length-sorted batching and fused, self-checked graph are the fast
-path. So `SentenceEncoderModelHandler` is a thin `ModelHandler` (the pattern
-of Beam's `tensorflow_inference.py`): Beam loads it once per worker, batches
-with `BatchElements`, and the workers, sharding and writes are Beam's own;
-there is no worker pool here.
+Why hand-written: Beam's handlers (TensorFlow, PyTorch, ONNX, Hugging Face)
+cannot call `SentenceEncoder.encode`, whose length-sorted batching and
+fused, self-checked graph are the fast path. `SentenceEncoderModelHandler`
+is a thin `ModelHandler` (the pattern of Beam's `tensorflow_inference.py`);
+loading per worker, batching, workers, sharding and writes are Beam's.
 
-Ids: a JSON line gives its `"id"` (string or integer, stored as a string);
-a plain-text line's id is its 1-based line number (`"7"`), or
-`"<file name>:<line>"` when the input matches several files. Empty lines
-are skipped (their line numbers are not reused). Shard rows are not in input
-order; use the ids.
-
-The output folder is built as `<output>.partial` and renamed into place after
-its `complete.json` marker is written (`sbert_keras.outputs`), so a killed
-run never leaves a folder that looks complete; `read_embeddings` refuses one
-without the marker.
+Ids: a JSON line's `"id"` (string or integer, stored as a string); for plain
+text the 1-based line number (`"7"`), or `"<file name>:<line>"` when the
+input matches several files. Blank lines are skipped. Shard rows are not in
+input order. The output folder is built as `<output>.partial` and renamed
+into place after its `complete.json` marker (`sbert_keras.outputs`).
 
 Example:
 ```python
@@ -38,7 +28,6 @@ ids, vectors = beam.read_embeddings("corpus-emb")  # list of str, (n, 384) float
 ```
 """
 
-import argparse
 import fnmatch
 import json
 import os
@@ -80,26 +69,22 @@ BAD_LINE = re.compile(r"DataFormatError: (.+?)(?: \[while running .*)?$", re.MUL
 class SentenceEncoderModelHandler(ModelHandler):
     """A Beam `ModelHandler`: texts in, float32 embeddings out, via `encode`.
 
-    Wrap it in `KeyedModelHandler` to carry ids (`(id, text)` ->
-    `(id, PredictionResult)`). Each worker process loads the encoder once
-    (`load_model`); Beam's `BatchElements` groups `min_batch_size` to
-    `max_batch_size` texts, which `encode` sorts by length and runs in
-    passes of `batch_size`. The model is not shared across processes
-    (`large_model=False`): a shared model serves every process from one
-    copy, which on a 2-core machine serialises the two workers' inference,
-    and one all-MiniLM-L6-v2 worker needs well under 1 GB.
+    Wrap it in `KeyedModelHandler` for `(id, text)` -> `(id, PredictionResult)`.
+    Each worker loads the encoder once; `BatchElements` groups
+    `min_batch_size`..`max_batch_size` texts, which `encode` sorts by length
+    and runs in passes of `batch_size`. Not shared across processes by
+    default: one shared copy would serialise the workers' inference, and a
+    MiniLM worker needs ~1.3 GB.
 
     Args:
-        model: str. What `SentenceEncoder.from_preset` loads: a
-            sentence-transformers / Hugging Face folder, a `.keras` file or
-            the output folder of `sbert-keras train`.
+        model: str. For `SentenceEncoder.from_preset`: a sentence-transformers
+            folder, a `.keras` file or a `sbert-keras train` output folder.
         batch_size: int. Texts per forward pass of `encode`.
         precision: str. `encode`'s precision (`"auto"`, `"float32"`, ...).
         normalize: bool or None. `encode`'s `normalize`.
         min_batch_size: int. Smallest Beam batch.
         max_batch_size: int. Largest Beam batch.
-        **kwargs: passed to Beam's `ModelHandler` (`large_model`,
-            `model_copies`, `env_vars`, ...).
+        **kwargs: for Beam's `ModelHandler` (`model_copies`, `env_vars`, ...).
 
     Example:
     ```python
@@ -135,14 +120,8 @@ class SentenceEncoderModelHandler(ModelHandler):
 
     def run_inference(self, batch, model, inference_args=None):
         """`PredictionResult(text, float32 vector)` for each text of `batch`."""
-        texts = list(batch)
-        vectors = model.encode(
-            texts,
-            batch_size=self.batch_size,
-            precision=self.precision,
-            normalize=self.normalize,
-            show_progress=False,
-        )
+        texts, options = list(batch), {"precision": self.precision, "normalize": self.normalize}
+        vectors = model.encode(texts, batch_size=self.batch_size, show_progress=False, **options)
         return [PredictionResult(text, vector, self.model) for text, vector in zip(texts, vectors)]
 
     def get_num_bytes(self, batch):
@@ -156,12 +135,7 @@ class SentenceEncoderModelHandler(ModelHandler):
 
 
 def match_input(pattern):
-    """The files `pattern` (a path or glob, local or any Beam file system) matches.
-
-    Raises:
-        FileNotFoundError: nothing matches.
-        ValueError: every matched file is empty.
-    """
+    """The files a path or glob matches; `FileNotFoundError` for none, `ValueError` if all are empty."""
     pattern = os.fspath(pattern)
     files = [m for result in FileSystems.match([pattern]) for m in result.metadata_list]
     files = sorted((m for m in files if not m.path.endswith("/")), key=lambda m: m.path)
@@ -199,11 +173,7 @@ def parse_jsonl_line(path, line_number, line):
 
 
 def read_records(path, input_format="auto", id_prefix=""):
-    """Yields `(id, text)` of one input file; blank lines are skipped.
-
-    Plain text: id `f"{id_prefix}{line_number}"` (1-based). JSON lines: the
-    record's `"id"` as a string. Lines are decoded as in `sbert_keras.data`
-    (UTF-8, errors name the file and line); `.gz` files are decompressed.
+    """Yields `(id, text)` of one file (UTF-8 as in `sbert_keras.data`, `.gz` decompressed).
 
     Args:
         path: str. A file (local or any Beam file system).
@@ -212,7 +182,7 @@ def read_records(path, input_format="auto", id_prefix=""):
         id_prefix: str. Put before plain-text line numbers.
 
     Raises:
-        sbert_keras.data.DataFormatError: a bad line, naming file and line.
+        sbert_keras.data.DataFormatError: naming the file and 1-based line.
     """
     jsonl = is_jsonl(path, input_format)
     with FileSystems.open(path) as f:
@@ -237,28 +207,17 @@ def id_prefixes(files):
 
 
 def prepare_output(output, overwrite=False):
-    """Checks the output folder before any work; returns its absolute path.
-
-    Raises:
-        ValueError: not a local path, a file, or a folder holding files;
-            without `overwrite`, also an earlier result.
-    """
+    """The absolute output folder, checked before any work (`ValueError` if unusable)."""
     output = os.fspath(output)
     if "://" in output:
-        raise ValueError(
-            f"--output {output}: give a local (or mounted) folder; the atomic rename of the finished "
-            "folder needs a POSIX file system."
-        )
+        raise ValueError(f"--output {output}: give a local or mounted folder (it is renamed into place).")
     target = outputs.check_writable(output)
     if os.path.exists(target) and not os.path.isdir(target):
         raise ValueError(f"--output {target} is a file; give a folder.")
     entries = set(os.listdir(target)) if os.path.isdir(target) else set()
     ours = {name for name in entries if name == outputs.MARKER or fnmatch.fnmatch(name, SHARD_PATTERN)}
     if entries - ours:
-        raise ValueError(
-            f"--output {target} holds files that are not embedding shards (e.g. {min(entries - ours)!r}); "
-            "choose another folder."
-        )
+        raise ValueError(f"--output {target} holds files that are not embedding shards: {min(entries - ours)!r}.")
     if entries and not overwrite:
         raise ValueError(f"--output {target} already holds embeddings; pass --overwrite to replace them.")
     return target
@@ -276,18 +235,11 @@ def read_embeddings(folder):
         folder: str or path-like. The output folder.
 
     Returns:
-        `(ids, embeddings)`: a list of str and a float32 `(n, dim)` array,
-        in shard order (not input order).
+        `(ids, embeddings)`: a list of str and a float32 `(n, dim)` array.
 
     Raises:
         FileNotFoundError: no such folder.
-        sbert_keras.IncompleteOutputError: the run did not finish
-            (no `complete.json`).
-
-    Example:
-    ```python
-    ids, vectors = read_embeddings("corpus-emb")
-    ```
+        sbert_keras.IncompleteOutputError: no `complete.json` (unfinished run).
     """
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
@@ -302,13 +254,7 @@ def read_embeddings(folder):
         ids.extend(table.column("id").to_pylist())
         flat = table.column("embedding").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         blocks.append(flat.astype("float32", copy=False).reshape(-1, dim))
-    embeddings = np.concatenate(blocks) if blocks else np.zeros((0, dim), "float32")
-    return ids, embeddings
-
-
-def count_rows(folder):
-    """Rows of all shards in `folder`, from the Parquet footers."""
-    return sum(pq.ParquetFile(os.path.join(folder, name)).metadata.num_rows for name in shard_files(folder))
+    return ids, np.concatenate(blocks) if blocks else np.zeros((0, dim), "float32")
 
 
 # === Pipeline ===
@@ -328,7 +274,7 @@ def build_pipeline(pipeline, files, handler, output_prefix, dim, input_format="a
         files: list of str. The input files (`match_input`).
         handler: `SentenceEncoderModelHandler`.
         output_prefix: str. Shards are `{output_prefix}-SSSSS-of-NNNNN.parquet`.
-        dim: int. The embedding size (the schema's fixed list size).
+        dim: int. The embedding size.
         input_format: str. See `read_records`.
     """
     schema = pa.schema([("id", pa.string()), ("embedding", pa.list_(pa.float32(), dim))])
@@ -371,47 +317,34 @@ def embed_corpus(
     """Embeds a corpus with a Beam pipeline into Parquet shards in `output`.
 
     Args:
-        model: str. A sentence-transformers folder, `.keras` file or train
-            output folder (loaded here once for its embedding size, then once
-            per Beam worker).
-        input: str. A file or glob of text lines or JSON lines
-            (`{"id": ..., "text": ...}`).
-        output: str. The output folder (local); it appears when complete.
+        model: str. As in `SentenceEncoderModelHandler` (also loaded here
+            once, for the embedding size of the Parquet schema).
+        input: str. A file or glob of text lines or JSON lines `{"id", "text"}`.
+        output: str. The local output folder; it appears when complete.
         precision: str. `encode`'s precision.
-        pipeline_args: list of str. Beam pipeline options
-            (`--runner`, `--direct_num_workers`, ...).
+        pipeline_args: list of str. Beam options (`--runner`, ...).
         batch_size: int. Texts per forward pass.
         beam_batch_size: int. Texts per Beam batch (sorted by `encode`).
         input_format: str. `"auto"`, `"text"` or `"jsonl"`.
         normalize: bool or None. L2-normalise (None: the model's setting).
         overwrite: bool. Replace an earlier result in `output`.
-        worker_threads: int or None. TensorFlow intra-op threads per Beam
-            worker (`TF_NUM_INTRAOP_THREADS`, set by Beam before the model
-            loads); None keeps TensorFlow's default (all cores).
+        worker_threads: int or None. `TF_NUM_INTRAOP_THREADS` per Beam
+            worker (set by Beam before the load); None: TensorFlow's default.
 
     Returns:
         A dict: `texts`, `dim`, `shards`, `output`, `seconds`.
 
     Raises:
         FileNotFoundError / ValueError: no input file, empty input, a bad
-            output folder, or (from the pipeline) a bad input line naming
-            its file and 1-based line.
+            output folder, a bad input line (naming file and 1-based line).
     """
     env_vars = {}
     if worker_threads is not None:
         env_vars["TF_NUM_INTRAOP_THREADS"] = str(check_positive_int(worker_threads, "worker_threads"))
-    handler = SentenceEncoderModelHandler(
-        model,
-        batch_size,
-        precision,
-        normalize,
-        min_batch_size=beam_batch_size,
-        max_batch_size=beam_batch_size,
-        env_vars=env_vars,
-    )
+    sizes = {"min_batch_size": beam_batch_size, "max_batch_size": beam_batch_size}
+    handler = SentenceEncoderModelHandler(model, batch_size, precision, normalize, env_vars=env_vars, **sizes)
     files = match_input(input)
-    for path in files:
-        is_jsonl(path, input_format)
+    is_jsonl(files[0], input_format)  # checks `input_format` before any work
     target = prepare_output(output, overwrite)
     dim = sbert_keras.SentenceEncoder.from_preset(model).embedding_dim
     work = target + outputs.PARTIAL_SUFFIX
@@ -424,7 +357,7 @@ def embed_corpus(
         state = run_pipeline(pipeline)
         if state != "DONE":
             raise RuntimeError(f"the Beam pipeline ended in state {state}")
-        texts = count_rows(work)
+        texts = sum(pq.ParquetFile(os.path.join(work, name)).metadata.num_rows for name in shard_files(work))
         if texts == 0:
             raise ValueError(f"--input {input}: empty input (only blank lines); nothing to encode.")
         shards = shard_files(work)
@@ -457,27 +390,9 @@ def add_arguments(parser):
 
 def run(args):
     """Runs `embed_corpus` for parsed `args` (`args.pipeline_args`: Beam options)."""
+    names = ("batch_size", "beam_batch_size", "input_format", "overwrite", "worker_threads")
+    options = {name: getattr(args, name) for name in names}
+    beam_args = getattr(args, "pipeline_args", None) or []
     return embed_corpus(
-        args.model,
-        args.input,
-        args.output,
-        precision=args.precision,
-        pipeline_args=getattr(args, "pipeline_args", None) or [],
-        batch_size=args.batch_size,
-        beam_batch_size=args.beam_batch_size,
-        input_format=args.input_format,
-        normalize=args.normalize or None,
-        overwrite=args.overwrite,
-        worker_threads=args.worker_threads,
+        args.model, args.input, args.output, args.precision, beam_args, normalize=args.normalize or None, **options
     )
-
-
-def main(argv=None):
-    """`python -m sbert_keras.beam --model M --input F --output D [Beam options]`."""
-    parser = add_arguments(argparse.ArgumentParser(prog="sbert-keras embed-corpus", description=__doc__))
-    args, args.pipeline_args = parser.parse_known_args(argv)
-    print(json.dumps(run(args), indent=2))
-
-
-if __name__ == "__main__":
-    main()

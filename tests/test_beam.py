@@ -1,5 +1,6 @@
 """Tests of `sbert_keras.beam`: RunInference on the DirectRunner, Parquet shards, bad input."""
 
+import argparse
 import json
 import os
 import pathlib
@@ -80,7 +81,13 @@ def test_jsonl_glob_keeps_given_ids(tmp_path, model_file, reference):
 def test_several_text_files_prefix_line_numbers(tmp_path, model_file, reference):
     write_lines(tmp_path / "a.txt", TEXTS[:2])
     write_lines(tmp_path / "b.txt", TEXTS[2:4])
-    embed(model_file, str(tmp_path / "*.txt"), tmp_path / "out")
+    # Through the CLI's options: unknown options are Beam's pipeline options.
+    parser = beam.add_arguments(argparse.ArgumentParser())
+    argv = ["--model", model_file, "--input", str(tmp_path / "*.txt"), "--output", str(tmp_path / "out")]
+    argv += ["--precision", "float32", "--beam-batch-size", "2", "--runner", "DirectRunner"]
+    args, args.pipeline_args = parser.parse_known_args(argv)
+    assert args.pipeline_args == ["--runner", "DirectRunner"]
+    assert beam.run(args)["texts"] == 4
     ids, vectors = beam.read_embeddings(tmp_path / "out")
     index = {"a.txt:1": 0, "a.txt:2": 1, "b.txt:1": 2, "b.txt:2": 3}
     assert sorted(ids) == sorted(index)
@@ -174,7 +181,7 @@ def test_existing_output_is_refused_unless_overwrite(tmp_path, model_file, refer
     assert sorted(ids) == ["1", "2", "3"]
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
-    with pytest.raises(ValueError, match="not embedding shards"):
+    with pytest.raises(ValueError, match="not embedding shards: 'notes.txt'"):
         embed(model_file, source, tmp_path / "other", overwrite=True)
 
 
