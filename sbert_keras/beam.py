@@ -138,9 +138,9 @@ def match_input(pattern):
     """The files a path or glob matches; `FileNotFoundError` for none, `ValueError` if all are empty."""
     pattern = os.fspath(pattern)
     files = [m for result in FileSystems.match([pattern]) for m in result.metadata_list]
-    files = sorted((m for m in files if not m.path.endswith("/")), key=lambda m: m.path)
+    files = sorted((m for m in files if not (m.path.endswith("/") or os.path.isdir(m.path))), key=lambda m: m.path)
     if not files:
-        raise FileNotFoundError(f"--input {pattern}: no file matches.")
+        raise FileNotFoundError(f"--input {pattern}: no file matches (give a file or a glob such as 'dir/*.txt').")
     if all(m.size_in_bytes == 0 for m in files):
         raise ValueError(f"--input {pattern}: empty input ({len(files)} empty file(s)); nothing to encode.")
     return [m.path for m in files]

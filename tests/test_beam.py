@@ -168,6 +168,8 @@ def test_empty_input_is_a_clear_error(tmp_path, model_file):
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
     with pytest.raises(FileNotFoundError, match="no file matches"):
         embed(model_file, str(tmp_path / "missing*.txt"), tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        beam.match_input(tmp_path)  # a folder
 
 
 def test_existing_output_is_refused_unless_overwrite(tmp_path, model_file, reference):
