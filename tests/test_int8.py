@@ -1,5 +1,9 @@
 """Tests of `sbert_keras.int8`: the oneDNN int8 dense, Keras int8 weights, the CPU gate."""
 
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -149,8 +153,59 @@ def test_cpu_without_vnni_falls_back_to_float(monkeypatch, flags):
             kernel, bias, "static_u8", np.abs(x).max(axis=0), alpha=0.5, input_min=float(x.min())
         ),
     ):
+        with pytest.warns(UserWarning, match="dequantized"):
+            assert not uses_int8_op(weights, x)
+        assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
+
+
+def vpmaddubsw_dense(x, weights, activation=None):
+    """oneDNN's int8 product without VNNI: u8 x s8 pairs summed in saturating int16 (signed inputs + 128)."""
+    unsigned = isinstance(weights, int8.StaticUint8DenseWeights)
+    x = x * weights.input_scale + (weights.input_shift if unsigned else 0.0)
+    x_range = weights.input_range if unsigned else tf.reduce_max(tf.abs(x))
+    levels = 255.0 if unsigned else 127.0
+    u = tf.round(x * (levels / x_range)) + (0.0 if unsigned else 128.0)
+    w = tf.cast(weights.kernel, "float32")
+    pairs = u[:, 0::2, None] * w[0::2] + u[:, 1::2, None] * w[1::2]
+    acc = tf.reduce_sum(tf.clip_by_value(pairs, -32768.0, 32767.0), axis=1)
+    if not unsigned:
+        acc -= 128.0 * tf.reduce_sum(w, axis=0)
+    return acc * (x_range / levels) * (weights.kernel_range / 127.0) + weights.bias
+
+
+def test_kernel_probe_detects_saturating_int16_sums():
+    error = tf.function(lambda: int8.kernel_probe_error(dense=vpmaddubsw_dense))()
+    assert float(error) > 0.4  # about half the product is lost
+    assert float(tf.function(int8.kernel_probe_error)()) <= int8.KERNEL_PROBE_TOLERANCE  # this host's route
+
+
+def test_an_inexact_int8_kernel_closes_the_gate(monkeypatch):
+    monkeypatch.setattr(int8, "cpu_flags", lambda: {"avx2", "avx512_vnni"})
+    monkeypatch.setattr(int8, "_kernel_exact", lambda: False)
+    assert not int8.int8_matmul_available()
+    _, kernel, bias = data()
+    with pytest.warns(UserWarning, match="saturating int16"):
+        assert not uses_int8_op(int8_quantize.quantize_dense(kernel, bias), data()[0])
+
+
+@pytest.mark.skipif(not int8.int8_matmul_available(), reason="needs a CPU with exact int8 matmuls (VNNI/AMX)")
+def test_onednn_without_vnni_is_refused_in_a_fresh_process():
+    # ONEDNN_MAX_CPU_ISA=AVX512_CORE: the CPU flags still say VNNI, but oneDNN
+    # runs its non-VNNI int8 kernel; the gate's kernel probe must see it.
+    code = "from sbert_keras import int8; print(int8.int8_matmul_available())"
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_dequantized_matmuls_trace_no_int8_op():
+    x, kernel, bias = data()
+    weights = int8_quantize.quantize_dense(kernel, bias)
+    with int8.dequantized_matmuls("float32"):
         assert not uses_int8_op(weights, x)
         assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
+    assert uses_int8_op(weights, x) == int8.int8_matmul_available()
 
 
 def test_cpu_flags_reads_proc_cpuinfo():
@@ -293,6 +348,7 @@ def test_int8_without_vnni_falls_back_to_float_matmuls(monkeypatch):
     monkeypatch.setattr(int8, "cpu_flags", lambda: {"avx2", "fma"})
     encoder = tiny_encoder()
     reference = encoder.encode(TEXTS, precision="float32")
-    out = encoder.encode(TEXTS, precision="int8")
+    with pytest.warns(UserWarning, match="dequantized"):
+        out = encoder.encode(TEXTS, precision="int8")
     assert int8_ops(encoder) == 0
     assert min_cosine(out, reference) > 0.999
