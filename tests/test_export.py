@@ -126,8 +126,8 @@ def test_int8_export_guard_serves_float_where_the_probe_fails(tmp_path, monkeypa
     quantized = tiny_encoder(normalize=True, seed=1)
     quantized.quantize("int8")
     good, bad = str(tmp_path / "good" / "1"), str(tmp_path / "bad" / "1")
-    export_saved_model(quantized, good)
-    assert quantized.engine.plan("auto") == ("fused", "int8") or not int8.int8_matmul_available()
+    export_saved_model(quantized, good, precision="int8")  # the default where int8 matmuls are exact
+    assert quantized.engine.plan("int8") == ("fused", "int8")
     exact = export.probe_references
 
     def corrupted(encoder, forward):  # a host whose int8 graph disagrees with the stored vectors

@@ -15,6 +15,9 @@ from sbert_keras import int8_quantize
 from sbert_keras.encoder import SentenceEncoder
 
 RNG = np.random.default_rng(0)
+# The int8 op reproduces Keras's int8 layers; the dequantized fallback (no
+# exact int8 kernel here) skips their activation rounding and may run in bf16.
+KERAS_INT8_TOLERANCE = 2e-3 if int8.int8_matmul_available() else 2e-2
 
 
 def data(rows=40, fan_in=64, units=48, outlier=None):
@@ -108,7 +111,7 @@ def test_keras_int8_dense_weights_are_read_exactly():
     # Per-row ("token") activation scales are what Keras's int8 layer uses.
     weights = int8.make_weights(q, kernel_range, bias, "token")
     out = run(x, weights, layer.activation)
-    assert relative_error(out, layer(x).numpy()) < 2e-3
+    assert relative_error(out, layer(x).numpy()) < KERAS_INT8_TOLERANCE
 
 
 def test_keras_int8_einsum_dense_weights_are_read_in_fused_layout():
@@ -122,7 +125,7 @@ def test_keras_int8_einsum_dense_weights_are_read_in_fused_layout():
     bias = np.reshape(keras.ops.convert_to_numpy(layer.bias), [-1])
     out = run(x, int8.make_weights(q, kernel_range, bias, "token"))
     expected = layer(x[None]).numpy().reshape(x.shape[0], 8)
-    assert relative_error(out, expected) < 2e-3
+    assert relative_error(out, expected) < KERAS_INT8_TOLERANCE
 
 
 def test_reading_a_float_layer_names_it():
