@@ -15,18 +15,20 @@ it, then renamed).
 An int8 export guards itself inside the graph (TF Serving runs no Python).
 Its int8 matmuls are oneDNN's `_QuantizedMatMul`; on a server CPU without
 VNNI/AMX oneDNN runs them with `vpmaddubsw`, whose int16 pair sums saturate
-(255 * 127 * 2 > 32767), and the vectors drift without any error (measured
-under `ONEDNN_MAX_CPU_ISA=AVX512_CORE`: relative error 0.2-0.9 on crafted
-matmuls; all-MiniLM-L6-v2's min cosine to float32 0.998 -> 0.992). So the
-export stores a probe batch, the float32 Keras graph's vectors for it and
-the int8 graph's vectors on the exporting machine. The first request runs
-`int8.kernel_probe_error` (a matmul whose int16 pair sums saturate: exact
-with int32 accumulation, about half the product without) and the probe
-through the int8 graph; unless the kernel is exact, the probe vectors are
-the exporting machine's (min cosine >= `SAME_KERNEL_COSINE`) and within the
-int8 gate against float32 (`inference.MIN_COSINE["int8"]`), a variable switches every request
-to the float branch (the same fused graph and weights, dequantized matmuls
-in float32; `int8.dequantized_matmuls`) and a warning goes to stderr once.
+(255 * 127 * 2 > 32767), and the vectors drift without any error. Measured
+under `ONEDNN_MAX_CPU_ISA=AVX512_CORE` / `AVX2`: random full-range int8
+matmuls have a relative error of 0.17-0.29; all-MiniLM-L6-v2's min cosine
+to float32 drops from 0.998 to 0.992. So the export stores a probe batch,
+the float32 Keras graph's vectors for it and the int8 graph's vectors on
+the exporting machine. The first request runs `int8.kernel_probe_error` (a
+full-scale matmul: exact with int32 accumulation, about half the product
+without) and the probe through the int8 graph. If the matmul is not exact,
+or the probe's vectors are not the exporting machine's (min cosine below
+`SAME_KERNEL_COSINE`) or fail the int8 gate against float32
+(`inference.MIN_COSINE["int8"]`), a saved variable switches every request
+to the float branch: the same fused graph and weights, traced under
+`int8.dequantized_matmuls` (float32 matmuls of the dequantized weights; a
+role the recipe keeps in bf16 stays bf16). A warning goes to stderr once.
 Keras, TensorFlow and TF Serving have no such check, so it is written here.
 """
 
@@ -123,7 +125,7 @@ class Int8Guard(tf.Module):
     Example:
     ```python
     guard = Int8Guard(int8_forward, float_forward, probe_references(encoder, int8_forward))
-    forward = guard.select()  # inside the serving function
+    use_int8 = guard.use_int8()  # inside the serving function: a bool tensor
     ```
     """
 
