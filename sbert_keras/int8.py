@@ -17,7 +17,9 @@ Why this is hand-written, and why this route:
   leading underscore, so `tf.raw_ops` does not list it; `_quantized_matmul`
   builds it with `op_def_library` inside a graph. Checked against
   TensorFlow 2.21 (oneDNN v3); `int8_matmul_available` turns it off where
-  the op or the CPU feature is missing.
+  the op or the CPU feature is missing, or where the op is not exact on a
+  full-scale product (`kernel_probe_error`: oneDNN's non-VNNI kernel sums
+  pairs in saturating int16, measured with `ONEDNN_MAX_CPU_ISA`).
 - ONNX Runtime or OpenVINO would add a second runtime and a dependency; this
   route needs nothing beyond TensorFlow.
 
