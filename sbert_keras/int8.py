@@ -212,14 +212,11 @@ def dequantize(weights, dtype="float32"):
 def kernel_probe_error(fan_in=64, dense=None):
     """Graph-safe: max relative error of `int8_dense` on inputs that saturate int16 pair sums.
 
-    All activations and weights at full scale: every u8 x s8 pair sums to
-    255 * 127 * 2 > 32767 (signed activations are shifted by 128 inside
-    oneDNN) or 255 * 127 * 2 (unsigned). An int8 kernel that accumulates in
-    int32 (VNNI, AMX) returns the exact product; oneDNN's non-VNNI
-    `vpmaddubsw` kernel returns about half of it (measured under
-    `ONEDNN_MAX_CPU_ISA=AVX512_CORE` and `AVX2`: relative error 0.49). Both
-    activation paths are probed: signed per-batch (`Int8DenseWeights`) and
-    unsigned static (`StaticUint8DenseWeights`).
+    Activations and weights at full scale, so every u8 x s8 pair (oneDNN
+    shifts signed activations by 128) sums to 255 * 127 * 2 > 32767. Int32
+    accumulation (VNNI, AMX) is exact; oneDNN's non-VNNI `vpmaddubsw` kernel
+    is not (measured with `ONEDNN_MAX_CPU_ISA=AVX512_CORE` / `AVX2`: 0.49
+    unsigned, 0.99 signed). Probes `Int8DenseWeights` and `StaticUint8DenseWeights`.
 
     Args:
         fan_in: int. The contraction length.
