@@ -63,8 +63,8 @@ _EXPORTS = {
     "InBatchNegativesLoss": "losses",
     "TripletLoss": "losses",
     "SentenceEncoderPreprocessor": "preprocessor",
-    "cluster": "search",
-    "community_detection": "search",
+    "cluster": "clustering",
+    "community_detection": "clustering",
     "paraphrase_mining": "search",
     "paraphrase_mining_texts": "search",
     "semantic_search": "search",
@@ -77,9 +77,9 @@ _EXPORTS = {
     "PairFeatures": "similarity",
     "SimilarityMatrix": "similarity",
     "TripletDistances": "similarity",
-    "WarmupLinearDecay": "training",
-    "paper_optimizer": "training",
-    "set_precision": "training",
+    "set_precision": "precision",
+    "WarmupLinearDecay": "schedules",
+    "paper_optimizer": "schedules",
     "train_objective": "training",
 }
 
