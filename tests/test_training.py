@@ -8,9 +8,9 @@ import keras
 import numpy as np
 import pytest
 
+import sbert_keras as sk
 from conftest import ROOT
 from conftest import tiny_encoder
-import sbert_keras as sk
 from sbert_keras import backup
 from sbert_keras import data
 from sbert_keras import inference
