@@ -1,28 +1,61 @@
-"""Load sentence-transformers / Hugging Face folders and `.keras` files.
+"""`SentenceEncoder.from_preset`'s loaders, and the Hugging Face converter.
 
-KerasHub 0.32 converts Hugging Face checkpoints, but not with the exact
-parity a sentence encoder needs, and not from the layout that
-sentence-transformers 6 / transformers 5 save (`tokenizer.json` only, no
-`vocab.txt`, `vocab.json` or `merges.txt`). This module closes the known
-gaps without touching KerasHub internals:
+`load_preset` (the body of `from_preset`) sends a preset to one loader: a
+`.keras` file or a finished `sbert-keras train` folder (`keras_files`); a
+KerasHub preset folder written by `encoder.save_to_preset` (its `task.json`,
+read by `kerashub_adapter.load_saved_task`); a Hugging Face /
+sentence-transformers folder (converted here); any other KerasHub preset
+(KerasHub's `Backbone.from_preset` and `Tokenizer.from_preset`).
+
+Why not KerasHub's converters. keras-hub 0.32 ships
+`keras_hub.models.BertTextEmbedder` and
+`keras_hub/src/utils/transformers/convert_bert.py` (`load_task_config`,
+`load_preprocessor_config`), which load a BERT sentence-transformers folder.
+They do part of this job, and not with the result a sentence encoder needs:
+
+- `load_task_config` reads only the `pooling_mode_cls_token` and
+  `pooling_mode_max_tokens` flags of `1_Pooling/config.json` (a fixed path,
+  not the one `modules.json` names); every other mode, `mean_sqrt_len`,
+  `weightedmean`, `lasttoken` and the newer `pooling_mode` key included,
+  silently becomes mean pooling. `st_modules` reads both formats and refuses
+  what it cannot reproduce, naming the file.
+- It ignores `Dense` modules (LaBSE's projection) and every other module
+  (`CNN`, `LSTM`, `WordWeights`, ...): the vectors would silently differ.
+- `BertTextEmbedder` pools and L2-normalises in the backbone's compute dtype
+  (float16 / bfloat16 under a mixed policy); `SentenceEncoder` does both in
+  float32. It exists for `BertBackbone` only: no RoBERTa or other backbone.
+- Its backbone is KerasHub's `BertBackbone`, whose feed-forward GELU is the
+  tanh approximation; sentence-transformers checkpoints use the exact erf
+  GELU (`BertLayoutBackbone` here), so parity within 1e-5 fails.
+- `convert_bert.convert_tokenizer` needs `vocab.txt` and reads
+  `do_lower_case` from `config.json` (where it usually is not); it sets no
+  `strip_accents` (Hugging Face strips accents when lowercasing and the
+  tokenizer config leaves it `null`). sentence-transformers 6 /
+  transformers 5 save `tokenizer.json` only.
+- KerasHub's RoBERTa converter (`convert_roberta.py`) has no
+  `load_task_config`, needs `vocab.json` + `merges.txt`, and reads only
+  `roberta.`-prefixed keys, which sentence-transformers RoBERTa folders do
+  not have.
+- `sentence_bert_config.json`'s `do_lower_case` (lowercasing before the
+  tokenizer) is not read.
+
+So this module converts such folders itself, without touching KerasHub
+internals (the block sublayers it fills are read through
+`kerashub_adapter.block_parts`):
 
 - the vocabulary (and BPE merges) come from `vocab.txt` /
   `vocab.json` + `merges.txt`, or else from `tokenizer.json`, and are handed
   to KerasHub's tokenizers in memory;
-- BERT tokenisers get `strip_accents` (it follows `do_lower_case` when the
-  tokenizer config leaves it `null`, as in Hugging Face);
-- BERT-family folders load into `BertLayoutBackbone`, whose feed-forward
-  GELU is the exact one (KerasHub's `BertBackbone` uses the tanh form);
-- RoBERTa folders saved by sentence-transformers have no `roberta.` key
-  prefix: any of `bert.`, `roberta.`, `model.` is accepted, or none;
+- BERT-family folders load into `BertLayoutBackbone` (exact GELU); RoBERTa
+  folders with RoBERTa's exact configuration into KerasHub's own
+  `RobertaBackbone`;
+- any of the key prefixes `bert.`, `roberta.`, `model.` is accepted, or none;
 - the token-type embedding row 0 (added to every token, since a sentence
   encoder only sees segment 0) is folded into the position embeddings.
 
-It also turns the failures of `keras.saving.load_model` (a truncated or
-bit-flipped `.keras` file reads as "File not found" or a `BadZipFile`) and
-of KerasHub's hub download (a long `ConnectionError`) into one clear error.
-The `modules.json` pipeline (pooling, `Dense`, normalisation) is read by
-`sbert_keras.st_modules`.
+KerasHub's hub download errors (a long `ConnectionError`) become one
+`PresetUnavailableError`. The `modules.json` pipeline (pooling, `Dense`,
+normalisation) is read by `sbert_keras.st_modules`.
 """
 
 import os
