@@ -127,7 +127,7 @@ def build_parser():
 
     p = add("cluster", cmd_cluster, "cluster a file of lines")
     p.add_argument("--input", required=True)
-    p.add_argument("--method", default="kmeans", choices=["kmeans", "agglomerative", "community"])
+    p.add_argument("--method", default="kmeans", choices=list(defaults.CLUSTER_METHODS))
     p.add_argument("--num-clusters", type=positive_int)
     p.add_argument("--threshold", type=float)
 

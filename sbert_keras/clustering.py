@@ -1,7 +1,6 @@
 """Clustering of sentence embeddings: k-means, agglomerative, communities.
 
-K-means and agglomerative clustering are scikit-learn's (imported on use:
-scikit-learn is optional). Scikit-learn has no threshold community
+K-means and agglomerative clustering are scikit-learn's. Scikit-learn has no threshold community
 detection, so `community_detection` is written here, after
 sentence-transformers' algorithm, chunked so the n x n score matrix is never
 held at once. Embeddings with NaN or inf are rejected, naming the row: NaN
@@ -16,13 +15,14 @@ labels = cluster(emb, method="kmeans", num_clusters=2)
 """
 
 import numpy as np
+from sklearn.cluster import AgglomerativeClustering
+from sklearn.cluster import KMeans
 
 from sbert_keras.checks import check_positive_int
+from sbert_keras.defaults import CLUSTER_METHODS
 from sbert_keras.scores import as_matrix
 from sbert_keras.scores import normalize
 from sbert_keras.scores import similarity_matrix
-
-CLUSTER_METHODS = ("kmeans", "agglomerative", "community")
 
 
 def community_detection(embeddings, threshold=0.75, min_community_size=10, batch_size=1024):
@@ -114,15 +114,11 @@ def cluster(embeddings, method="kmeans", num_clusters=None, threshold=None, rand
     """
     emb = as_matrix(embeddings, "embeddings")
     if method == "kmeans":
-        from sklearn.cluster import KMeans
-
         if num_clusters is None:
             raise ValueError("`method='kmeans'` needs `num_clusters`.")
         model = KMeans(n_clusters=num_clusters, n_init=10, random_state=random_state, **kwargs)
         return model.fit_predict(normalize(emb)).astype(np.int64)
     if method == "agglomerative":
-        from sklearn.cluster import AgglomerativeClustering
-
         if (num_clusters is None) == (threshold is None):
             raise ValueError(
                 "`method='agglomerative'` needs exactly one of `num_clusters` or "

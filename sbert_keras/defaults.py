@@ -67,6 +67,10 @@ POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixe
 POLICY_PRECISIONS = ("auto",) + tuple(POLICIES)
 DEPRECATED_POLICY_NAMES = {policy: word for word, policy in POLICIES.items() if policy != word}
 
+# === Search and clustering ===
+# `search.cluster(method=...)` and `sbert-keras cluster --method`.
+CLUSTER_METHODS = ("kmeans", "agglomerative", "community")
+
 # === Training pipeline ===
 # Padded lengths of the length buckets of `pipelines.siamese_dataset`: few
 # distinct shapes, so the train step is traced once or twice.

@@ -16,6 +16,7 @@ sim = similarity_matrix(np.eye(3, dtype="float32"))
 """
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from sbert_keras.checks import check_finite
 
@@ -96,10 +97,7 @@ def chunked_top_k(queries, corpus, k, query_chunk_size, corpus_chunk_size, exclu
 
 
 def progress(iterable, total, show, desc):
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # tqdm is optional
-        return iterable
+    """`iterable` under a tqdm progress bar when `show`, else as it is."""
     return tqdm(iterable, total=total, desc=desc) if show else iterable
 
 
