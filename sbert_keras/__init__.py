@@ -50,7 +50,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "BertLayoutBackbone": "backbone",
     "SentenceEncoder": "encoder",
-    "CorruptModelError": "checkpoints",
+    "CorruptModelError": "keras_files",
     "PresetUnavailableError": "checkpoints",
     "IncompleteOutputError": "outputs",
     "EvaluationCallback": "evaluation",
