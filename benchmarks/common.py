@@ -306,17 +306,18 @@ def quiet_tf_python_logs():
 
 # === Training benchmarks ===
 
-PRECISION_CHOICES = ("auto", "float32", "mixed_bfloat16")
-
 
 def add_training_args(parser, limit_help):
     """`--precision`, `--seed`, `--limit` of the training benchmarks."""
+    from sbert_keras import defaults
+
     parser.add_argument(
         "--precision",
-        choices=PRECISION_CHOICES,
+        choices=defaults.POLICY_PRECISIONS,
         default="auto",
-        help="global Keras dtype policy, set before the encoder is built "
-        "(auto: mixed_bfloat16 on a CPU with AVX512-BF16/AMX, else float32)",
+        help="training precision (`set_precision`), set before the encoder is built; "
+        "bfloat16 / float16 run Keras' mixed policies (auto: bfloat16 on a CPU with "
+        "AVX512-BF16/AMX, float16 on a GPU, else float32)",
     )
     parser.add_argument("--seed", type=int, default=0, help="shuffle and initialisation seed")
     parser.add_argument("--limit", type=int, default=None, help=limit_help)

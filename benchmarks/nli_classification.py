@@ -62,7 +62,7 @@ def main():
     dev = data.read_sts(paths[2])
     dev_a, dev_b, dev_scores = dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit]
 
-    policy = set_precision(args.precision)
+    precision = set_precision(args.precision)
     keras.utils.set_random_seed(args.seed)
     encoder = SentenceEncoder.from_preset(str(model_dir))
 
@@ -89,7 +89,7 @@ def main():
     common.emit(
         benchmark=NAME,
         quick=args.quick,
-        policy=policy,
+        precision=precision,
         seed=args.seed,
         train_pairs=len(train),
         train_skipped_unlabeled=train.num_skipped,

@@ -7,8 +7,9 @@ warmup over 10 % of the steps then linear decay), and the wall time of the
 fit alone (a callback's train begin -> end) and per step.
 
 Options:
-  --precision auto|float32|mixed_bfloat16  global Keras policy (`set_precision`,
-      called before the encoder is built); it applies to the evaluations too.
+  --precision auto|float32|bfloat16|float16  training precision (`set_precision`,
+      called before the encoder is built: bfloat16 is Keras' mixed_bfloat16
+      policy); it applies to the evaluations too.
   --label-scale unit|keras-io  unit (the library's default): targets
       score / 5 in [0, 1], the sentence-transformers convention; keras-io:
       score / 2.5 - 1 in [-1, 1] (passed as `train_objective(sts_mapping=...)`).
@@ -66,7 +67,7 @@ def main():
     dev = data.SentencePairs(dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit])
 
     full = limit is None and dev_limit is None
-    policy = set_precision(args.precision)
+    precision = set_precision(args.precision)
     keras.utils.set_random_seed(args.seed)
     encoder = SentenceEncoder.from_preset(str(model_dir))
 
@@ -94,7 +95,7 @@ def main():
     result = dict(
         benchmark=NAME,
         quick=args.quick,
-        policy=policy,
+        precision=precision,
         label_scale=args.label_scale,
         seed=args.seed,
         train_pairs=len(train),

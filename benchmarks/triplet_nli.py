@@ -57,7 +57,7 @@ def main():
         common.emit(benchmark=NAME, skipped=f"no triplets in the first {limit} SNLI pairs")
         return 0
 
-    policy = set_precision(args.precision)
+    precision = set_precision(args.precision)
     keras.utils.set_random_seed(args.seed)
     encoder = SentenceEncoder.from_preset(str(model_dir))
 
@@ -82,7 +82,7 @@ def main():
     common.emit(
         benchmark=NAME,
         quick=args.quick,
-        policy=policy,
+        precision=precision,
         seed=args.seed,
         train_pairs_read=limit,
         train_triplets=len(train),

@@ -50,7 +50,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "BertLayoutBackbone": "backbone",
     "SentenceEncoder": "encoder",
-    "CorruptModelError": "checkpoints",
+    "CorruptModelError": "keras_files",
     "PresetUnavailableError": "checkpoints",
     "IncompleteOutputError": "outputs",
     "EvaluationCallback": "evaluation",
@@ -71,8 +71,8 @@ _EXPORTS = {
     "MatryoshkaLoss": "matryoshka",
     "MatryoshkaPrefixes": "matryoshka",
     "SentenceEncoderPreprocessor": "preprocessor",
-    "cluster": "search",
-    "community_detection": "search",
+    "cluster": "clustering",
+    "community_detection": "clustering",
     "paraphrase_mining": "search",
     "paraphrase_mining_texts": "search",
     "semantic_search": "search",
@@ -85,9 +85,9 @@ _EXPORTS = {
     "PairFeatures": "similarity",
     "SimilarityMatrix": "similarity",
     "TripletDistances": "similarity",
-    "WarmupLinearDecay": "training",
-    "paper_optimizer": "training",
-    "set_precision": "training",
+    "set_precision": "precision",
+    "WarmupLinearDecay": "schedules",
+    "paper_optimizer": "schedules",
     "train_objective": "training",
 }
 

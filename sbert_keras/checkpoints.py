@@ -1,32 +1,64 @@
-"""Load sentence-transformers / Hugging Face folders and `.keras` files.
+"""`SentenceEncoder.from_preset`'s loaders, and the Hugging Face converter.
 
-KerasHub 0.32 converts Hugging Face checkpoints, but not with the exact
-parity a sentence encoder needs, and not from the layout that
-sentence-transformers 6 / transformers 5 save (`tokenizer.json` only, no
-`vocab.txt`, `vocab.json` or `merges.txt`). This module closes the known
-gaps without touching KerasHub internals:
+`load_preset` (the body of `from_preset`) sends a preset to one loader: a
+`.keras` file or a finished `sbert-keras train` folder (`keras_files`); a
+KerasHub preset folder written by `encoder.save_to_preset` (its `task.json`,
+read by `kerashub_adapter.load_saved_task`); a Hugging Face /
+sentence-transformers folder (converted here); any other KerasHub preset
+(KerasHub's `Backbone.from_preset` and `Tokenizer.from_preset`).
+
+Why not KerasHub's converters. keras-hub 0.32 ships
+`keras_hub.models.BertTextEmbedder` and
+`keras_hub/src/utils/transformers/convert_bert.py` (`load_task_config`,
+`load_preprocessor_config`), which load a BERT sentence-transformers folder.
+They do part of this job, and not with the result a sentence encoder needs:
+
+- `load_task_config` reads only the `pooling_mode_cls_token` and
+  `pooling_mode_max_tokens` flags of `1_Pooling/config.json` (a fixed path,
+  not the one `modules.json` names); every other mode, `mean_sqrt_len`,
+  `weightedmean`, `lasttoken` and the newer `pooling_mode` key included,
+  silently becomes mean pooling. `st_modules` reads both formats and refuses
+  what it cannot reproduce, naming the file.
+- It ignores `Dense` modules (LaBSE's projection) and every other module
+  (`CNN`, `LSTM`, `WordWeights`, ...): the vectors would silently differ.
+- `BertTextEmbedder` pools and L2-normalises in the backbone's compute dtype
+  (float16 / bfloat16 under a mixed policy); `SentenceEncoder` does both in
+  float32. It exists for `BertBackbone` only: no RoBERTa or other backbone.
+- Its backbone is KerasHub's `BertBackbone`, whose feed-forward GELU is the
+  tanh approximation; sentence-transformers checkpoints use the exact erf
+  GELU (`BertLayoutBackbone` here), so parity within 1e-5 fails.
+- `convert_bert.convert_tokenizer` needs `vocab.txt` and reads
+  `do_lower_case` from `config.json` (where it usually is not); it sets no
+  `strip_accents` (Hugging Face strips accents when lowercasing and the
+  tokenizer config leaves it `null`). sentence-transformers 6 /
+  transformers 5 save `tokenizer.json` only.
+- KerasHub's RoBERTa converter (`convert_roberta.py`) has no
+  `load_task_config`, needs `vocab.json` + `merges.txt`, and reads only
+  `roberta.`-prefixed keys, which sentence-transformers RoBERTa folders do
+  not have.
+- `sentence_bert_config.json`'s `do_lower_case` (lowercasing before the
+  tokenizer) is not read.
+
+So this module converts such folders itself, without touching KerasHub
+internals (the block sublayers it fills are read through
+`kerashub_adapter.block_parts`):
 
 - the vocabulary (and BPE merges) come from `vocab.txt` /
   `vocab.json` + `merges.txt`, or else from `tokenizer.json`, and are handed
   to KerasHub's tokenizers in memory;
-- BERT tokenisers get `strip_accents` (it follows `do_lower_case` when the
-  tokenizer config leaves it `null`, as in Hugging Face);
-- BERT-family folders load into `BertLayoutBackbone`, whose feed-forward
-  GELU is the exact one (KerasHub's `BertBackbone` uses the tanh form);
-- RoBERTa folders saved by sentence-transformers have no `roberta.` key
-  prefix: any of `bert.`, `roberta.`, `model.` is accepted, or none;
+- BERT-family folders load into `BertLayoutBackbone` (exact GELU); RoBERTa
+  folders with RoBERTa's exact configuration into KerasHub's own
+  `RobertaBackbone`;
+- any of the key prefixes `bert.`, `roberta.`, `model.` is accepted, or none;
 - the token-type embedding row 0 (added to every token, since a sentence
   encoder only sees segment 0) is folded into the position embeddings.
 
-It also turns the failures of `keras.saving.load_model` (a truncated or
-bit-flipped `.keras` file reads as "File not found" or a `BadZipFile`) and
-of KerasHub's hub download (a long `ConnectionError`) into one clear error.
-The `modules.json` pipeline (pooling, `Dense`, normalisation) is read by
-`sbert_keras.st_modules`.
+KerasHub's hub download errors (a long `ConnectionError`) become one
+`PresetUnavailableError`. The `modules.json` pipeline (pooling, `Dense`,
+normalisation) is read by `sbert_keras.st_modules`.
 """
 
 import os
-import zipfile
 
 import keras
 import keras_hub
@@ -36,8 +68,13 @@ from sbert_keras.backbone import BertLayoutBackbone
 from sbert_keras.hf_tokenizer import LowercasingBertTokenizer  # noqa: F401 (public here too)
 from sbert_keras.hf_tokenizer import bert_tokenizer
 from sbert_keras.hf_tokenizer import roberta_tokenizer
+from sbert_keras.keras_files import CorruptModelError  # noqa: F401 (public here too)
+from sbert_keras.keras_files import load_keras_encoder
+from sbert_keras.keras_files import load_keras_file  # noqa: F401 (public here too)
 from sbert_keras.kerashub_adapter import block_parts
-from sbert_keras.outputs import check_complete
+from sbert_keras.kerashub_adapter import load_saved_task
+from sbert_keras.precision import policy_for
+from sbert_keras.preprocessor import SentenceEncoderPreprocessor
 from sbert_keras.preprocessor import check_sequence_length
 from sbert_keras.st_modules import load_dense_modules
 from sbert_keras.st_modules import read_json as _read_json
@@ -156,7 +193,7 @@ def port_weights(backbone, tensors, position_offset, source="model.safetensors")
         parts.feedforward_norm.beta.assign(get(p + "output.LayerNorm.bias"))
 
 
-def load_transformers_folder(folder, dtype=None):
+def load_transformers_folder(folder, dtype=None, load_weights=True):
     """Build a backbone + tokenizer from a local HF / sentence-transformers folder.
 
     The tokenizer and `modules.json` are checked before the weights are read,
@@ -167,6 +204,8 @@ def load_transformers_folder(folder, dtype=None):
             RoBERTa), `model.safetensors`, and `vocab.txt`, `vocab.json` +
             `merges.txt` or `tokenizer.json`.
         dtype: dtype policy of the backbone, or `None`.
+        load_weights: bool. `False` keeps the backbone's and the `Dense`
+            modules' fresh random weights (`model.safetensors` is not read).
 
     Returns:
         `(backbone, tokenizer, settings)` where `settings` is the output of
@@ -199,104 +238,36 @@ def load_transformers_folder(folder, dtype=None):
     else:
         tokenizer = roberta_tokenizer(folder)
     backbone, offset = _backbone_from_config(config, dtype=dtype)
-    port_weights(backbone, load_safetensors(folder), offset, source=os.path.join(folder, "model.safetensors"))
-    settings["projections"] = load_dense_modules(folder, backbone.hidden_dim)
+    projections = load_dense_modules(folder, backbone.hidden_dim)
+    if load_weights:
+        port_weights(backbone, load_safetensors(folder), offset, source=os.path.join(folder, "model.safetensors"))
+    else:  # the same layers, freshly initialised
+        projections = [keras.layers.Dense.from_config(layer.get_config()) for layer in projections]
+    settings["projections"] = projections
     if settings["max_seq_length"] is None:
         settings["max_seq_length"] = backbone.max_sequence_length
     settings["max_seq_length"] = min(settings["max_seq_length"], backbone.max_sequence_length)
     return backbone, tokenizer, settings
 
 
-class CorruptModelError(ValueError):
-    """A `.keras` file that is truncated, bit-flipped or not a `.keras` archive."""
-
-
 class PresetUnavailableError(OSError):
     """A preset name that must be downloaded, and the download failed."""
 
 
-def load_keras_file(path):
-    """Loads a `.keras` file, reporting a damaged one as corrupt.
-
-    The archive's CRCs are checked before Keras reads it, so a truncated or
-    bit-flipped file is named as such (Keras itself reports "File not found"
-    or a `BadZipFile` traceback).
-
-    Args:
-        path: str. A `.keras` file saved by `model.save`.
-
-    Returns:
-        The loaded Keras model.
-
-    Raises:
-        FileNotFoundError: `path` does not exist.
-        CorruptModelError: `path` is not a readable `.keras` archive.
-    """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No such model file: {path}")
-    if not zipfile.is_zipfile(path):
-        raise CorruptModelError(f"{path} is corrupt: it is not a `.keras` archive (truncated, or not a zip file).")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-            names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
-        raise CorruptModelError(f"{path} is corrupt: {e}") from e
-    if bad is not None:
-        raise CorruptModelError(f"{path} is corrupt: the checksum of {bad!r} does not match.")
-    if "config.json" not in names:
-        raise CorruptModelError(f"{path} is corrupt: the archive has no `config.json`.")
-    try:
-        return keras.saving.load_model(path)
-    except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError) as e:
-        raise CorruptModelError(f"{path} is corrupt: {type(e).__name__}: {e}") from e
-
-
-def load_keras_encoder(path, sequence_length=None):
-    """The `SentenceEncoder` of a `.keras` file (an encoder or a siamese model).
-
-    Args:
-        path: str. A `.keras` file.
-        sequence_length: int or None. Overrides the saved maximum length.
-
-    Returns:
-        `(encoder, model)`: `model` is the siamese model the encoder came
-        from, or `None` when the file holds the encoder itself.
-
-    Raises:
-        FileNotFoundError / CorruptModelError: see `load_keras_file`.
-        IncompleteOutputError: the file lies in the output folder of a run
-            that did not finish (no completion marker).
-        ValueError: the file holds another kind of model.
-    """
-    # A real import cycle: `sbert_keras.encoder` imports this module.
-    from sbert_keras.encoder import SentenceEncoder
-
-    check_complete(path)
-    model = load_keras_file(path)
-    encoder = model if isinstance(model, SentenceEncoder) else getattr(model, "encoder", None)
-    if not isinstance(encoder, SentenceEncoder):
-        raise ValueError(f"{path} holds a {type(model).__name__}, not a SentenceEncoder or a siamese model.")
-    if sequence_length is not None:
-        check_sequence_length(sequence_length, getattr(encoder.backbone, "max_sequence_length", None))
-        encoder.preprocessor.sequence_length = sequence_length
-    return encoder, (None if model is encoder else model)
-
-
-def load_keras_hub_preset(preset, dtype=None):
+def load_keras_hub_preset(preset, dtype=None, load_weights=True):
     """A KerasHub preset's backbone and tokenizer, with one clear download error.
 
     Args:
         preset: str. A KerasHub preset name or handle, or a local preset folder.
         dtype: dtype policy of the backbone, or `None`.
+        load_weights: bool. `False` keeps the backbone's random weights.
 
     Raises:
         PresetUnavailableError: the preset is not local and could not be
             downloaded (no network, or the hub refused).
     """
     try:
-        backbone = keras_hub.models.Backbone.from_preset(preset, dtype=dtype)
+        backbone = keras_hub.models.Backbone.from_preset(preset, dtype=dtype, load_weights=load_weights)
         tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(preset)
     except (OSError, ValueError) as e:
         offline = isinstance(e, OSError) and not isinstance(e, (FileNotFoundError, PermissionError))
@@ -310,3 +281,62 @@ def load_keras_hub_preset(preset, dtype=None):
             "local folder (sentence-transformers or KerasHub preset) or a `.keras` file."
         ) from e
     return backbone, tokenizer
+
+
+def load_preset(
+    cls, preset, load_weights=True, pooling=None, normalize=None, sequence_length=None, dtype=None, **kwargs
+):
+    """The body of `SentenceEncoder.from_preset`: picks the loader for `preset`.
+
+    Args: as `SentenceEncoder.from_preset`, plus `cls`, the encoder class.
+
+    Returns:
+        An instance of `cls`.
+    """
+    preset = os.fspath(preset)
+    if not isinstance(load_weights, bool):
+        raise TypeError(f"`load_weights` must be True or False. Received {load_weights!r}.")
+    policy = None if dtype is None else policy_for(dtype, "dtype")
+    run_encoder = os.path.join(preset, "encoder.keras")
+    if os.path.isdir(preset) and os.path.isfile(run_encoder) and not is_transformers_folder(preset):
+        preset = run_encoder  # the output folder of `sbert-keras train`
+    if preset.endswith(".keras"):
+        if not load_weights:
+            raise ValueError(
+                f"`load_weights=False` cannot apply to {preset}: a `.keras` file is one trained model. "
+                "Pass the preset or folder it was built from instead."
+            )
+        if pooling is not None or normalize is not None or dtype is not None or kwargs:
+            raise ValueError(
+                f"Only `sequence_length` can be changed when loading {preset}; "
+                "`encode` takes `normalize=` and `precision=` per call."
+            )
+        return load_keras_encoder(preset, sequence_length)[0]
+    overrides = {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
+    if os.path.isdir(preset) and not is_transformers_folder(preset):
+        encoder = load_saved_task(cls, preset, load_weights, dtype=policy, **overrides, **kwargs)
+        if encoder is not None:  # a folder written by `encoder.save_to_preset`
+            if sequence_length is not None:
+                check_sequence_length(sequence_length, getattr(encoder.backbone, "max_sequence_length", None))
+                encoder.preprocessor.sequence_length = sequence_length
+            return encoder
+    if is_transformers_folder(preset):
+        backbone, tokenizer, settings = load_transformers_folder(preset, dtype=policy, load_weights=load_weights)
+    else:
+        if os.sep in preset and "://" not in preset and not os.path.exists(preset):
+            raise FileNotFoundError(f"No such preset folder or file: {preset}")
+        backbone, tokenizer = load_keras_hub_preset(preset, dtype=policy, load_weights=load_weights)
+        settings = {"max_seq_length": getattr(backbone, "max_sequence_length", 512)}
+    preprocessor = SentenceEncoderPreprocessor(
+        tokenizer,
+        sequence_length=settings["max_seq_length"] if sequence_length is None else sequence_length,
+        include_segment_ids="segment_ids" in backbone.input,
+    )
+    return cls(
+        backbone=backbone,
+        preprocessor=preprocessor,
+        pooling=pooling or settings.get("pooling") or "mean",
+        normalize=bool(settings.get("normalize")) if normalize is None else normalize,
+        projections=settings.get("projections"),
+        **kwargs,
+    )

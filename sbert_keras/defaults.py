@@ -59,8 +59,17 @@ ENCODE_BATCH_SIZE = 32
 # self-check falls back where it diverges. "int8": oneDNN int8 matmuls in the
 # fused graph (`sbert_keras.int8`); it has no Keras policy (the Keras graph
 # of a float encoder runs float32 where int8 falls back).
+# `set_precision`, `sbert-keras train --precision` and `from_preset(dtype=...)`
+# take the words that have a policy (`POLICY_PRECISIONS`). Keras' policy names
+# are accepted there with a `DeprecationWarning` naming the new word.
 PRECISIONS = ("auto", "float32", "bfloat16", "float16", "int8")
 POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+POLICY_PRECISIONS = ("auto",) + tuple(POLICIES)
+DEPRECATED_POLICY_NAMES = {policy: word for word, policy in POLICIES.items() if policy != word}
+
+# === Search and clustering ===
+# `search.cluster(method=...)` and `sbert-keras cluster --method`.
+CLUSTER_METHODS = ("kmeans", "agglomerative", "community")
 
 # === Training pipeline ===
 # Padded lengths of the length buckets of `pipelines.siamese_dataset`: few

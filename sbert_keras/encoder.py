@@ -1,6 +1,5 @@
 """`SentenceEncoder`: preprocessor -> backbone -> masked pooling -> L2 norm."""
 
-import os
 import types
 
 import keras
@@ -8,15 +7,11 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
-from sbert_keras.checkpoints import is_transformers_folder
-from sbert_keras.checkpoints import load_keras_encoder
-from sbert_keras.checkpoints import load_keras_hub_preset
-from sbert_keras.checkpoints import load_transformers_folder
+from sbert_keras.checkpoints import load_preset
 from sbert_keras.defaults import DEFAULT_PRESET
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.inference import InferenceEngine
 from sbert_keras.layers import MaskedPooling
-from sbert_keras.preprocessor import SentenceEncoderPreprocessor
 from sbert_keras.preprocessor import check_sequence_length
 
 
@@ -140,36 +135,37 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
     # === Constructors ===
 
     @classmethod
-    def from_preset(
-        cls,
-        preset=DEFAULT_PRESET,
-        pooling=None,
-        normalize=None,
-        sequence_length=None,
-        dtype=None,
-        **kwargs,
-    ):
+    def from_preset(cls, preset=DEFAULT_PRESET, load_weights=True, **kwargs):
         """Builds an encoder from a preset name, a local folder or a `.keras` file.
+
+        The contract of KerasHub's `Task.from_preset(preset, load_weights=True,
+        **kwargs)`: keyword arguments override what the preset says. The work
+        is done by `sbert_keras.checkpoints.load_preset`.
 
         Args:
             preset: str or path. A KerasHub preset name (`"roberta_base_en"`,
-                the default; downloaded by KerasHub), a local KerasHub preset
-                directory, a local Hugging Face / sentence-transformers folder
-                (`config.json` with `model_type`; BERT or RoBERTa; vocabulary
-                from `vocab.txt`, `vocab.json` + `merges.txt` or
-                `tokenizer.json`), or a `.keras` file holding a
-                `SentenceEncoder` or a siamese model (its encoder is returned),
-                or the output folder of `sbert-keras train` (its
+                the default; downloaded by KerasHub); a local KerasHub preset
+                folder, including one written by `encoder.save_to_preset`
+                (its `task.json` restores pooling, normalisation and
+                projections); a local Hugging Face / sentence-transformers
+                folder (`config.json` with `model_type`; BERT or RoBERTa;
+                vocabulary from `vocab.txt`, `vocab.json` + `merges.txt` or
+                `tokenizer.json`; pooling, `Dense` projections, normalisation
+                and maximum length follow its `modules.json`, `1_Pooling/`,
+                `2_Dense/` and `sentence_bert_config.json`); a `.keras` file
+                holding a `SentenceEncoder` or a siamese model (its encoder is
+                returned); or the output folder of `sbert-keras train` (its
                 `encoder.keras`; refused if the run did not finish).
-                For a sentence-transformers folder, pooling, `Dense`
-                projections, normalisation and maximum length follow its
-                `modules.json`, `1_Pooling/`, `2_Dense/` and
-                `sentence_bert_config.json` unless overridden here.
-            pooling: str or None. `"mean"`, `"max"` or `"cls"`.
-            normalize: bool or None. L2-normalise the embeddings.
-            sequence_length: int or None. Maximum tokens per text.
-            dtype: dtype policy of the backbone (e.g. `"mixed_bfloat16"`).
-                For a `.keras` file only `sequence_length` may be given.
+            load_weights: bool. `False` builds the same architecture with
+                freshly initialised weights (not for a `.keras` file).
+            **kwargs: overrides: `pooling` (`"mean"`, `"max"`, `"cls"`),
+                `normalize` (bool), `sequence_length` (int, maximum tokens
+                per text), `dtype` (a precision of
+                `defaults.POLICY_PRECISIONS`: `"float32"`, `"bfloat16"`,
+                `"float16"`, `"auto"`; the backbone runs under its Keras
+                policy, e.g. `"mixed_bfloat16"`, a name still accepted with a
+                `DeprecationWarning`), or any `SentenceEncoder` argument
+                (e.g. `name`). For a `.keras` file only `sequence_length`.
 
         Raises:
             FileNotFoundError: a local path that does not exist.
@@ -177,43 +173,18 @@ class SentenceEncoder(keras_hub.models.TextEmbedder):
             PresetUnavailableError: a preset name that could not be
                 downloaded (e.g. no network).
             ValueError: an unsupported model type, tokenizer (XLM-R /
-                sentencepiece) or `modules.json` module, named with its folder.
+                sentencepiece) or `modules.json` module, named with its
+                folder; `load_weights=False` for a `.keras` file; a bad
+                `dtype`.
+
+        Example:
+        ```python
+        encoder = SentenceEncoder.from_preset("path/to/all-MiniLM-L6-v2", pooling="cls")
+        encoder.save_to_preset("my_encoder")
+        same = SentenceEncoder.from_preset("my_encoder")
+        ```
         """
-        preset = os.fspath(preset)
-        run_encoder = os.path.join(preset, "encoder.keras")
-        if os.path.isdir(preset) and os.path.isfile(run_encoder) and not is_transformers_folder(preset):
-            preset = run_encoder  # the output folder of `sbert-keras train`
-        if preset.endswith(".keras"):
-            if pooling is not None or normalize is not None or dtype is not None or kwargs:
-                raise ValueError(
-                    f"Only `sequence_length` can be changed when loading {preset}; "
-                    "`encode` takes `normalize=` and `precision=` per call."
-                )
-            return load_keras_encoder(preset, sequence_length)[0]
-        if is_transformers_folder(preset):
-            backbone, tokenizer, settings = load_transformers_folder(preset, dtype=dtype)
-        else:
-            if os.sep in preset and "://" not in preset and not os.path.exists(preset):
-                raise FileNotFoundError(f"No such preset folder or file: {preset}")
-            backbone, tokenizer = load_keras_hub_preset(preset, dtype=dtype)
-            settings = {
-                "pooling": None,
-                "normalize": None,
-                "max_seq_length": getattr(backbone, "max_sequence_length", 512),
-            }
-        preprocessor = SentenceEncoderPreprocessor(
-            tokenizer,
-            sequence_length=settings["max_seq_length"] if sequence_length is None else sequence_length,
-            include_segment_ids="segment_ids" in backbone.input,
-        )
-        return cls(
-            backbone=backbone,
-            preprocessor=preprocessor,
-            pooling=pooling or settings["pooling"] or "mean",
-            normalize=settings["normalize"] if normalize is None else normalize,
-            projections=settings.get("projections"),
-            **kwargs,
-        )
+        return load_preset(cls, preset, load_weights=load_weights, **kwargs)
 
     # === Inference ===
 

@@ -1,4 +1,4 @@
-"""The one place that reads KerasHub's (and Keras') private layer attributes.
+"""The one place that reads KerasHub's (and Keras') private attributes and modules.
 
 Why this exists: `keras_hub.layers.TransformerEncoder` keeps its sublayers in
 private attributes (`_self_attention_layer`, `_feedforward_intermediate_dense`,
@@ -10,6 +10,14 @@ upgrade moves an attribute, `block_parts` raises an `AttributeError` naming
 it (and `tests/test_inference.py` fails on it) instead of a fast path
 silently computing something else.
 
+`load_saved_task` reads a `task.json` written by KerasHub's
+`Task.save_to_preset` through KerasHub's private preset loader
+(`keras_hub.src.utils.preset_utils`). KerasHub's public `Task.from_preset`
+cannot load a `SentenceEncoder`: it looks up a task subclass by
+`backbone_cls` ("Unable to find a subclass"), and a sentence encoder takes
+any text backbone. The names it reads are listed in `PRESET_ATTRIBUTES`;
+when one moves, `load_saved_task` raises an `AttributeError` naming it.
+
 Example:
 ```python
 parts = block_parts(backbone.transformer_layers[0])
@@ -19,7 +27,9 @@ parts.query.kernel, parts.intermediate.activation, parts.attention_norm.epsilon
 
 import collections
 
+import keras
 import keras_hub
+from keras_hub.src.utils import preset_utils
 
 CHECKED_KERAS_HUB_VERSION = "0.32.0"
 
@@ -73,3 +83,64 @@ def block_parts(block):
         AttributeError: an attribute moved; the message names it.
     """
     return BlockParts(**{role: _read(block, path) for role, path in BLOCK_ATTRIBUTES.items()})
+
+
+# What `load_saved_task` reads of `keras_hub.src.utils.preset_utils`.
+PRESET_ATTRIBUTES = (
+    ("TASK_CONFIG_FILE",),
+    ("check_file_exists",),
+    ("load_json",),
+    ("get_preset_loader",),
+    ("KerasPresetLoader",),
+    ("KerasPresetLoader", "load_task"),
+)
+
+
+def _preset_utils():
+    """`preset_utils` with every name of `PRESET_ATTRIBUTES` checked."""
+    for path in PRESET_ATTRIBUTES:
+        obj = preset_utils
+        for i, name in enumerate(path):
+            if not hasattr(obj, name):
+                raise AttributeError(
+                    f"keras_hub.src.utils.preset_utils.{'.'.join(path[: i + 1])} is missing "
+                    f"(installed keras-hub {keras_hub.__version__}; sbert_keras reads it as checked "
+                    f"against keras-hub {CHECKED_KERAS_HUB_VERSION}). Update sbert_keras/kerashub_adapter.py."
+                )
+            obj = getattr(obj, name)
+    return preset_utils
+
+
+def load_saved_task(cls, preset, load_weights=True, **kwargs):
+    """The `cls` saved in a KerasHub preset folder by `save_to_preset`, or `None`.
+
+    Reads the folder's `task.json` (the task's whole config: backbone,
+    preprocessor and the task's own arguments), then the backbone weights
+    and the task-only weights (e.g. `Dense` projections), as KerasHub's
+    `Task.from_preset` does for its own tasks.
+
+    Args:
+        cls: the task class (e.g. `SentenceEncoder`).
+        preset: str. A local KerasHub preset folder.
+        load_weights: bool. `False` keeps the freshly initialised weights.
+        **kwargs: override the saved task arguments (e.g. `pooling`);
+            `dtype` goes to the backbone.
+
+    Returns:
+        An instance of `cls`, or `None` when the folder has no `task.json`
+        for `cls` (a backbone-only preset, or another task).
+
+    Raises:
+        AttributeError: keras-hub moved a name this reads; the message names it.
+    """
+    utils = _preset_utils()
+    if not utils.check_file_exists(preset, utils.TASK_CONFIG_FILE):
+        return None
+    config = utils.load_json(preset, utils.TASK_CONFIG_FILE)
+    registered = keras.saving.get_registered_object(config.get("registered_name", ""))
+    if not (isinstance(registered, type) and issubclass(registered, cls)):
+        return None
+    loader = utils.get_preset_loader(preset)
+    if not isinstance(loader, utils.KerasPresetLoader):
+        return None
+    return loader.load_task(cls, load_weights, True, **kwargs)

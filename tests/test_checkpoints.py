@@ -411,3 +411,119 @@ def test_from_preset_loads_a_complete_run_folder_and_refuses_an_incomplete_one(t
     np.testing.assert_allclose(
         loaded.encode(["a man"], precision="float32"), encoder.encode(["a man"], precision="float32"), atol=1e-6
     )
+
+
+# === The from_preset contract: load_weights, **kwargs, save_to_preset ===
+
+PRESET_TEXTS = ["a man is playing guitar", "the dog runs in the park", "a cat"]
+
+
+def same_encoder(loaded, expected, texts=PRESET_TEXTS, atol=1e-5):
+    assert type(loaded) is SentenceEncoder
+    assert loaded.pooling == expected.pooling and loaded.normalize == expected.normalize
+    assert [p.get_config() | {"name": None} for p in loaded.projections] == [
+        p.get_config() | {"name": None} for p in expected.projections
+    ]
+    assert loaded.sequence_length == expected.sequence_length
+    np.testing.assert_allclose(
+        loaded.encode(texts, show_progress=False), expected.encode(texts, show_progress=False), atol=atol
+    )
+
+
+def test_save_to_preset_round_trip_of_the_tiny_encoder(tmp_path):
+    encoder = projected_encoder()
+    encoder.save_to_preset(tmp_path / "preset")
+    assert (tmp_path / "preset" / "task.json").is_file()
+    same_encoder(SentenceEncoder.from_preset(tmp_path / "preset"), encoder)
+
+
+def test_the_task_config_written_by_save_to_preset_is_honoured(tmp_path):
+    encoder = tiny_encoder(pooling="max", normalize=True)
+    encoder.save_to_preset(tmp_path / "preset")
+    assert read_json(tmp_path / "preset" / "task.json")["config"]["pooling"] == "max"
+    loaded = SentenceEncoder.from_preset(tmp_path / "preset")
+    assert loaded.pooling == "max" and loaded.normalize
+    same_encoder(loaded, encoder)
+    # kwargs override the saved task config, as in KerasHub's Task.from_preset.
+    cls = SentenceEncoder.from_preset(tmp_path / "preset", pooling="cls", normalize=False, sequence_length=8)
+    assert (cls.pooling, cls.normalize, cls.sequence_length) == ("cls", False, 8)
+    reference = SentenceEncoder(encoder.backbone, encoder.preprocessor, pooling="cls")
+    np.testing.assert_allclose(
+        cls.encode(PRESET_TEXTS[:2], show_progress=False),
+        reference.encode(PRESET_TEXTS[:2], show_progress=False),
+        atol=1e-5,
+    )
+
+
+@pytest.mark.slow
+def test_save_to_preset_round_trip_of_minilm(tmp_path):
+    encoder = SentenceEncoder.from_preset(minilm_path())
+    encoder.save_to_preset(tmp_path / "minilm")
+    loaded = SentenceEncoder.from_preset(tmp_path / "minilm")
+    assert loaded.pooling == "mean" and loaded.normalize and loaded.sequence_length == 256
+    same_encoder(loaded, encoder, texts=HARD_TEXTS + PRESET_TEXTS)
+
+
+def without_names(config):
+    """A config without its `name` keys (Keras numbers them per process)."""
+    if isinstance(config, dict):
+        return {k: without_names(v) for k, v in config.items() if k != "name"}
+    if isinstance(config, (list, tuple)):
+        return [without_names(v) for v in config]
+    return config
+
+
+def weights_differ(a, b):
+    return any(not np.allclose(x, y) for x, y in zip(a.backbone.get_weights(), b.backbone.get_weights()))
+
+
+def test_load_weights_false_builds_the_architecture_with_fresh_weights(tmp_path):
+    encoder = projected_encoder()
+    encoder.save_to_preset(tmp_path / "preset")
+    fresh = SentenceEncoder.from_preset(tmp_path / "preset", load_weights=False)
+    assert fresh.get_config()["projections"][0]["config"]["units"] == 4 and fresh.normalize
+    assert [w.shape for w in fresh.weights] == [w.shape for w in encoder.weights]
+    assert weights_differ(fresh, encoder)
+    encoder.save(tmp_path / "encoder.keras")
+    with pytest.raises(ValueError, match=r"`load_weights=False` cannot apply to .*encoder\.keras"):
+        SentenceEncoder.from_preset(tmp_path / "encoder.keras", load_weights=False)
+    with pytest.raises(TypeError, match="`load_weights` must be True or False"):
+        SentenceEncoder.from_preset(tmp_path / "preset", load_weights="no")
+
+
+@pytest.mark.slow
+def test_load_weights_false_for_a_sentence_transformers_folder():
+    loaded = SentenceEncoder.from_preset(minilm_path())
+    fresh = SentenceEncoder.from_preset(minilm_path(), load_weights=False)
+    assert without_names(fresh.get_config()) == without_names(loaded.get_config())
+    assert weights_differ(fresh, loaded)
+
+
+@pytest.mark.slow
+def test_from_preset_dtype_takes_the_precision_vocabulary():
+    encoder = SentenceEncoder.from_preset(minilm_path(), dtype="bfloat16")
+    assert encoder.backbone.dtype_policy.name == "mixed_bfloat16"
+    with pytest.warns(DeprecationWarning, match="use `dtype='bfloat16'`"):
+        old = SentenceEncoder.from_preset(minilm_path(), dtype="mixed_bfloat16")
+    assert old.backbone.dtype_policy.name == "mixed_bfloat16"
+    with pytest.raises(ValueError, match="`dtype` must be one of"):
+        SentenceEncoder.from_preset(minilm_path(), dtype="int8")
+
+
+def test_save_to_preset_with_a_mixed_policy_round_trips(tmp_path):
+    encoder = tiny_encoder(dtype="mixed_bfloat16")
+    encoder.save_to_preset(tmp_path / "preset")
+    loaded = SentenceEncoder.from_preset(tmp_path / "preset", dtype="bfloat16")
+    assert loaded.backbone.dtype_policy.name == "mixed_bfloat16"
+    np.testing.assert_allclose(
+        loaded.encode(PRESET_TEXTS, precision="float32"), encoder.encode(PRESET_TEXTS, precision="float32"), atol=1e-5
+    )
+
+
+def test_a_moved_preset_loader_name_fails_naming_it(tmp_path, monkeypatch):
+    from keras_hub.src.utils import preset_utils
+
+    tiny_encoder().save_to_preset(tmp_path / "preset")
+    monkeypatch.delattr(preset_utils, "get_preset_loader")
+    with pytest.raises(AttributeError, match=r"preset_utils\.get_preset_loader is missing .*kerashub_adapter\.py"):
+        SentenceEncoder.from_preset(tmp_path / "preset")

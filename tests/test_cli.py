@@ -222,7 +222,7 @@ def test_expected_errors_print_one_line(capsys, monkeypatch, tmp_path, error, ex
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr("sbert_keras.cli.load_encoder", fail)
+    monkeypatch.setattr("sbert_keras.cli_commands.load_encoder", fail)
     err = run_cli_error(capsys, "cluster", "--model", "some_preset_en", "--input", corpus_file(tmp_path))
     assert err == f"sbert-keras cluster: error: {expected}"
 
@@ -231,7 +231,7 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch, tmp_path):
     def fail(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("sbert_keras.cli.load_encoder", fail)
+    monkeypatch.setattr("sbert_keras.cli_commands.load_encoder", fail)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["cluster", "--model", "x", "--input", str(corpus_file(tmp_path))])
 
@@ -524,3 +524,17 @@ def test_encode_and_export_with_keras_int8_quantization(capsys, tmp_path, encode
     assert cosines.min() > 0.95  # int8 weights of a random tiny model: close, not equal
     exported = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm", "--quantize", "int8")
     assert os.path.isfile(tmp_path / "sm" / "saved_model.pb") and exported["precision"] == "auto"
+
+
+def test_train_precision_takes_the_precision_vocabulary(capsys):
+    from sbert_keras import defaults
+    from sbert_keras.cli import build_parser
+
+    base = ["train", "--objective", "regression", "--model", "m", "--train", "t.csv", "--output", "o"]
+    for word in defaults.POLICY_PRECISIONS:
+        assert build_parser().parse_args(base + ["--precision", word]).precision == word
+    assert build_parser().parse_args(base + ["--precision", "mixed_bfloat16"]).precision == "bfloat16"
+    assert "--precision mixed_bfloat16 is deprecated; use --precision bfloat16" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(base + ["--precision", "int8"])
+    assert "must be one of auto, float32, bfloat16, float16, got 'int8'" in capsys.readouterr().err

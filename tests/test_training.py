@@ -8,11 +8,15 @@ import keras
 import numpy as np
 import pytest
 
+import sbert_keras as sk
 from conftest import ROOT
 from conftest import tiny_encoder
 from sbert_keras import backup
 from sbert_keras import data
+from sbert_keras import inference
+from sbert_keras import precision
 from sbert_keras import training
+from sbert_keras.defaults import DEPRECATED_POLICY_NAMES
 from sbert_keras.training import WarmupLinearDecay
 
 A = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 4
@@ -36,18 +40,42 @@ def test_paper_optimizer_is_adam_with_ten_percent_warmup():
     assert schedule.warmup_steps == 36 and schedule.learning_rate == 2e-5
 
 
-def test_precision_policy_follows_hardware(monkeypatch):
+def test_set_precision_takes_the_precision_vocabulary(monkeypatch):
     previous = keras.config.dtype_policy()
     try:
-        monkeypatch.setattr(training, "cpu_supports_bfloat16", lambda: True)
-        assert training.set_precision("auto") == "mixed_bfloat16"
-        monkeypatch.setattr(training, "cpu_supports_bfloat16", lambda: False)
+        monkeypatch.setattr(inference, "has_gpu", lambda: False)
+        monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+        assert training.set_precision("auto") == "bfloat16"
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"
+        monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx2"}))
         assert training.set_precision("auto") == "float32"
-        assert training.set_precision("mixed_float16") == "mixed_float16"
-        with pytest.raises(ValueError, match="policy"):
+        assert keras.config.dtype_policy().name == "float32"
+        assert training.set_precision("float16") == "float16"
+        assert keras.config.dtype_policy().name == "mixed_float16"
+        with pytest.raises(ValueError, match="`precision` must be one of .*'int8'"):
             training.set_precision("int8")
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+@pytest.mark.parametrize("old, new", sorted(DEPRECATED_POLICY_NAMES.items()))
+def test_set_precision_accepts_keras_policy_names_with_a_deprecation_warning(old, new):
+    previous = keras.config.dtype_policy()
+    try:
+        with pytest.warns(DeprecationWarning, match=f"use `precision='{new}'`"):
+            assert sk.set_precision(old) == new
+        assert keras.config.dtype_policy().name == old
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def test_precision_vocabulary_maps_to_policies():
+    assert precision.policy_for("bfloat16") == "mixed_bfloat16"
+    assert precision.policy_for("float32") == "float32"
+    with pytest.warns(DeprecationWarning, match="use `dtype='float16'`"):
+        assert precision.policy_for("mixed_float16", "dtype") == "mixed_float16"
+    with pytest.raises(ValueError, match="`dtype` must be one of"):
+        precision.policy_for("int8", "dtype")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,84 @@
+"""The package stays readable: no module over 400 lines, no class over 150.
+
+Modules count every line; classes count their lines less docstrings.
+
+The limits of issue 12 (and DESIGN.md's house style). The failure names
+each module or class over its limit and its length, so a change that grows
+one is split before it lands.
+"""
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sbert_keras"
+MAX_MODULE_LINES = 400
+MAX_CLASS_LINES = 150
+
+
+def modules():
+    return sorted(PACKAGE.glob("*.py"))
+
+
+def docstring_lines(node):
+    """Line numbers of the docstrings of `node` and of everything inside it."""
+    lines = set()
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        if isinstance(inner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                lines.update(range(first.lineno, first.end_lineno + 1))
+    return lines
+
+
+def class_lengths(path):
+    """`(file:Class, lines)` for every class in `path`.
+
+    A class's length is its lines from the first decorator to the end, less
+    its docstrings (the class's and its methods'): documentation is
+    encouraged, so it does not count against the limit; code, comments and
+    blank lines do.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            yield f"{path.name}:{node.name}", node.end_lineno - start + 1 - len(docstring_lines(node))
+
+
+def test_the_package_has_modules():
+    assert len(modules()) > 10
+
+
+def too_long(paths):
+    """`"file: N lines"` / `"file:Class: N lines"` for each module or class over its limit."""
+    found = []
+    for path in paths:
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > MAX_MODULE_LINES:
+            found.append(f"sbert_keras/{path.name}: {n} lines (limit {MAX_MODULE_LINES})")
+        found += [
+            f"sbert_keras/{c}: {k} lines (limit {MAX_CLASS_LINES})"
+            for c, k in class_lengths(path)
+            if k > MAX_CLASS_LINES
+        ]
+    return found
+
+
+def test_no_module_over_400_lines_and_no_class_over_150():
+    assert not too_long(modules()), "split these by job: " + "; ".join(too_long(modules()))
+
+
+def test_the_check_names_what_is_too_long(tmp_path):
+    big_class = tmp_path / "big.py"
+    big_class.write_text('class Big:\n    """Doc."""\n' + "    x = 1\n" * 200)
+    big_module = tmp_path / "long.py"
+    big_module.write_text("x = 1\n" * 401)
+    assert too_long([big_class, big_module]) == [
+        "sbert_keras/big.py:Big: 201 lines (limit 150)",
+        "sbert_keras/long.py: 401 lines (limit 400)",
+    ]
