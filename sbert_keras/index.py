@@ -66,6 +66,7 @@ FORMAT = "sbert_keras.EmbeddingIndex"
 INDEX_FILE, IDS_FILE, VECTORS_FILE, CONFIG_FILE = "index.faiss", "ids.npy", "vectors.npy", "config.json"
 DEFAULTS = {"hnsw_m": 32, "ef_construction": 128, "ef_search": 64, "nlist": None, "nprobe": 16, "rescore_multiplier": 4}
 EPSILON = 1e-12
+RESCORE_CHUNK = 64  # queries rescored at once
 
 
 def _require_faiss():
@@ -226,8 +227,11 @@ class EmbeddingIndex:
 
     def _rescore(self, queries, rows, k):
         """Ranks the candidate `rows` of each query by float cosine; keeps `k`."""
-        gathered = np.asarray(self.vectors[rows.ravel()], dtype=np.float32).reshape(*rows.shape, -1)
-        scores = np.einsum("qd,qcd->qc", queries, gathered)
+        scores = np.empty(rows.shape, np.float32)
+        for s in range(0, len(rows), RESCORE_CHUNK):  # bounds the gathered copy of candidate rows
+            part = rows[s : s + RESCORE_CHUNK]
+            gathered = np.asarray(self.vectors[part.ravel()], dtype=np.float32).reshape(*part.shape, -1)
+            scores[s : s + RESCORE_CHUNK] = np.einsum("qd,qcd->qc", queries[s : s + RESCORE_CHUNK], gathered)
         order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
         return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
 
