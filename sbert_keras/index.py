@@ -1,34 +1,24 @@
 """Approximate-nearest-neighbour search of sentence embeddings, on faiss.
 
-`EmbeddingIndex` wraps one faiss index over a corpus of embeddings with
-string ids: build it from a float array or from the Parquet shards of
-`sbert-keras embed-corpus`, search it, save it to a folder and load it back.
-The search engine is faiss's (`IndexFlatIP`, `IndexHNSWFlat`, `IndexIVFFlat`,
-`IndexScalarQuantizer`, `IndexBinaryFlat`); nothing here builds a k-NN graph or
-clusters vectors by hand. faiss was chosen over ScaNN (see the README's
-"Approximate search" section): ScaNN's TensorFlow ops pin TensorFlow 2.20
-(`scann[tf]` needs `tensorflow~=2.20.0`; we run 2.21), while faiss-cpu has no
-TensorFlow or protobuf dependency at all and reached the recall target at a
-higher QPS on our data.
+`EmbeddingIndex` wraps one faiss index over embeddings with string ids,
+built from an array or the Parquet shards of `sbert-keras embed-corpus`,
+saved to and loaded from a folder. faiss indexes and searches; nothing here
+builds a k-NN graph by hand. Why not ScaNN: `scann[tf]` pins
+`tensorflow~=2.20.0` (we run 2.21); the README's "Approximate search" has the
+measurements.
 
-Scores are cosine similarities: embeddings and queries are L2-normalised
-(float32 copies; zero vectors stay zero) and compared by inner product.
-
-Kinds:
-- `"flat"`: exact search (`IndexFlatIP`), the reference.
-- `"hnsw"`: an HNSW graph (`IndexHNSWFlat`, inner product), the default.
-- `"ivf"`: an inverted file (`IndexIVFFlat`, k-means cells from faiss).
-- `"int8"`: 8-bit scalar quantization (`IndexScalarQuantizer` `QT_8bit`,
-  faiss calibrates each dimension's range), exhaustive, 4x smaller codes.
-- `"binary"`: the sign bit of each dimension (`IndexBinaryFlat`, Hamming
-  distance), exhaustive, 32x smaller codes.
+Scores are cosines: embeddings and queries are L2-normalised (float32 copies;
+zero vectors stay zero) and compared by inner product. Kinds: `"flat"` (exact),
+`"hnsw"` (`IndexHNSWFlat`, the default), `"ivf"` (`IndexIVFFlat`), and, scanning
+all codes, `"int8"` (faiss `SQ8`, per-dimension ranges; 4x smaller) and
+`"binary"` (sign bits, `IndexBinaryFlat`, Hamming; 32x smaller).
 
 The quantized kinds rescore, like sentence-transformers' `quantize_embeddings`
-+ `semantic_search_faiss(rescore=True)`: they fetch `rescore_multiplier *
-top_k` candidates, then rank them by the float cosine. The rescoring (a gather
-and a dot product) is written here because faiss's `IndexRefineFlat` does not
-exist for binary indexes. The float vectors for it are kept in memory after a
-build; `load` memory-maps them from `vectors.npy`, so they stay on disk (the
++ `semantic_search_faiss(rescore=True)`, but against the float vectors: they
+fetch `rescore_multiplier * top_k` candidates, then rank them by the float
+cosine. That gather and dot product is written here because faiss's
+`IndexRefineFlat` has no binary counterpart. The float vectors are in memory
+after `build`; `load` memory-maps `vectors.npy`, so they stay on disk (the
 page cache) and only the candidates' rows are read.
 
 Example:
@@ -51,6 +41,7 @@ import shutil
 
 import numpy as np
 
+from sbert_keras import data
 from sbert_keras import outputs
 from sbert_keras.checks import check_finite
 from sbert_keras.checks import check_positive_int
@@ -66,7 +57,7 @@ FORMAT = "sbert_keras.EmbeddingIndex"
 INDEX_FILE, IDS_FILE, VECTORS_FILE, CONFIG_FILE = "index.faiss", "ids.npy", "vectors.npy", "config.json"
 DEFAULTS = {"hnsw_m": 32, "ef_construction": 128, "ef_search": 64, "nlist": None, "nprobe": 16, "rescore_multiplier": 4}
 EPSILON = 1e-12
-RESCORE_CHUNK = 64  # queries rescored at once
+RESCORE_CHUNK = 64  # queries rescored at once: bounds the gathered candidate rows
 
 
 def _require_faiss():
@@ -91,11 +82,6 @@ def _normalized(x, name, dim=None):
     return np.ascontiguousarray(x / np.maximum(norms, EPSILON), dtype=np.float32)
 
 
-def _sign_bits(x):
-    """The sign bits of `x` packed into uint8 codes (dimension padded to a multiple of 8)."""
-    return np.packbits(x > 0, axis=1)
-
-
 def _string_ids(ids, n):
     """`ids` as a unicode array of `n` distinct strings (`None`: the row numbers)."""
     ids = np.arange(n).astype(str) if ids is None else np.asarray([str(i) for i in ids], dtype=str)
@@ -107,41 +93,128 @@ def _string_ids(ids, n):
     return ids
 
 
+def _build_params(kind, params, n, dim):
+    """`DEFAULTS` updated with `params`, checked, and `nlist` set from `n`."""
+    if kind not in KINDS:
+        raise ValueError(f"`kind` must be one of {KINDS}. Received {kind!r}.")
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"Unknown index parameter(s) {unknown}; known: {sorted(DEFAULTS)}.")
+    params = {**DEFAULTS, **params, "dim": int(dim)}
+    if params["nlist"] is None:  # faiss wants >= 39 training points per cell
+        params["nlist"] = int(max(1, min(4 * np.sqrt(n), n // 39)))
+    for key in DEFAULTS:
+        params[key] = check_positive_int(params[key], key)
+    return params
+
+
 def _faiss_index(kind, vectors, params):
     """A filled faiss index of `kind` over normalised `vectors`."""
-    n, dim = vectors.shape
+    dim = vectors.shape[1]
     if kind == "binary":
-        index = faiss.IndexBinaryFlat(8 * ((dim + 7) // 8))
-        index.add(_sign_bits(vectors))
+        index = faiss.IndexBinaryFlat(8 * ((dim + 7) // 8))  # sign bits, padded to whole bytes
+        index.add(np.packbits(vectors > 0, axis=1))
         return index
-    if kind == "flat":
-        index = faiss.IndexFlatIP(dim)
-    elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, params["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+    spec = {"flat": "Flat", "hnsw": f"HNSW{params['hnsw_m']},Flat", "ivf": f"IVF{params['nlist']},Flat", "int8": "SQ8"}
+    index = faiss.index_factory(dim, spec[kind], faiss.METRIC_INNER_PRODUCT)
+    if kind == "hnsw":
         index.hnsw.efConstruction = params["ef_construction"]
-    elif kind == "ivf":
-        index = faiss.index_factory(dim, f"IVF{params['nlist']},Flat", faiss.METRIC_INNER_PRODUCT)
-    else:
-        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
-    if not index.is_trained:
-        index.train(vectors)
+    index.train(vectors)  # k-means cells (ivf), per-dimension ranges (int8); a no-op otherwise
     index.add(vectors)
     return index
+
+
+def _faiss_search(index, kind, params, queries, k):
+    """`(scores, rows)` `(q, k)` from faiss; queries that came back short (-1) are searched exhaustively."""
+    if kind == "binary":
+        return index.search(np.packbits(queries > 0, axis=1), k)  # Hamming distances, for the candidates only
+    if kind == "hnsw":
+        narrow = faiss.SearchParametersHNSW(efSearch=max(params["ef_search"], k))
+        wide = faiss.SearchParametersHNSW(efSearch=index.ntotal)
+    elif kind == "ivf":
+        narrow, wide = (faiss.SearchParametersIVF(nprobe=p) for p in (params["nprobe"], params["nlist"]))
+    else:
+        narrow = wide = None
+    scores, rows = index.search(queries, k, params=narrow)
+    short = np.flatnonzero((rows < 0).any(axis=1))
+    if len(short):
+        scores[short], rows[short] = index.search(queries[short], k, params=wide)
+    return scores, rows
+
+
+def _rescore(vectors, queries, rows, k):
+    """`(scores, rows)`: the candidate `rows` of each query ranked by float cosine, `k` kept."""
+    scores = np.empty(rows.shape, np.float32)
+    for s in range(0, len(rows), RESCORE_CHUNK):
+        part = rows[s : s + RESCORE_CHUNK]
+        gathered = np.asarray(vectors[part.ravel()], dtype=np.float32).reshape(*part.shape, -1)
+        scores[s : s + RESCORE_CHUNK] = np.einsum("qd,qcd->qc", queries[s : s + RESCORE_CHUNK], gathered)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
+
+
+def _write_folder(path, overwrite, index, kind, ids, params, vectors):
+    """Writes the index files into `<path>.partial`, then renames it to `path`."""
+    target = outputs.check_writable(path, "path")
+    if os.path.lexists(target) and (not os.path.isdir(target) or os.listdir(target)):
+        if not os.path.isfile(os.path.join(target, CONFIG_FILE)):
+            raise ValueError(f"path {target} already holds something that is not an index; choose another.")
+        if not overwrite:
+            raise ValueError(f"path {target} already holds an index; pass overwrite=True (--overwrite).")
+    work = target + outputs.PARTIAL_SUFFIX
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    try:
+        (faiss.write_index_binary if kind == "binary" else faiss.write_index)(index, os.path.join(work, INDEX_FILE))
+        np.save(os.path.join(work, IDS_FILE), ids)
+        if vectors is not None:
+            np.save(os.path.join(work, VECTORS_FILE), np.asarray(vectors))
+        config = {"format": FORMAT, "kind": kind, "count": len(ids), "faiss": faiss.__version__, "params": params}
+        outputs.write_json(os.path.join(work, CONFIG_FILE), config)
+        return outputs.finalize_dir(work, target, {"command": "index build", "kind": kind})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _read_folder(path, mmap):
+    """`(index, ids, kind, params, vectors)` from a folder `_write_folder` wrote; errors name `path`."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise ValueError(f"index path {path} is not a folder (absent or a file).")
+    if not outputs.is_complete(path):
+        raise ValueError(f"index path {path} has no {outputs.MARKER}: not a finished index folder.")
+    try:
+        with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as f:
+            config = json.load(f)
+        kind, params = config["kind"], config["params"]
+        if config.get("format") != FORMAT or kind not in KINDS:
+            raise ValueError(f"format {config.get('format')!r}, kind {kind!r}")
+        index = (faiss.read_index_binary if kind == "binary" else faiss.read_index)(os.path.join(path, INDEX_FILE))
+        ids = np.load(os.path.join(path, IDS_FILE), allow_pickle=False)
+        vectors = None
+        if kind in QUANTIZED_KINDS:
+            vectors = np.load(os.path.join(path, VECTORS_FILE), mmap_mode="r" if mmap else None)
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"index path {path} is corrupt or incomplete: {' '.join(str(error).split())}") from None
+    counts = (index.ntotal, len(ids), config["count"]) + ((len(vectors),) if vectors is not None else ())
+    if len(set(counts)) != 1 or (vectors is not None and vectors.shape[1] != params["dim"]):
+        raise ValueError(f"index path {path} is inconsistent: row counts {counts} differ.")
+    return index, ids, kind, params, vectors
 
 
 class EmbeddingIndex:
     """A faiss index over cosine-normalised embeddings with string ids.
 
-    Build one with `EmbeddingIndex.build` or `from_parquet`, or `load` a saved
-    one; the constructor takes the parts as they are.
+    Make one with `build`, `from_parquet` or `load`; the constructor takes the parts as they are.
 
     Args:
         index: a faiss `Index` (or `IndexBinary` for `"binary"`).
         ids: np.ndarray. One distinct string id per indexed row.
         kind: str. One of `KINDS`.
-        params: dict. Build and search parameters (`DEFAULTS` keys).
-        vectors: np.ndarray or None. The normalised float32 rows, needed by
-            the quantized kinds for rescoring.
+        params: dict. Build and search parameters (`DEFAULTS` keys and `dim`);
+            the search settings (`ef_search`, `nprobe`, `rescore_multiplier`)
+            may be changed between searches.
+        vectors: np.ndarray or None. The normalised float32 rows (quantized kinds: for rescoring).
     """
 
     def __init__(self, index, ids, kind, params, vectors=None):
@@ -149,7 +222,6 @@ class EmbeddingIndex:
 
     @property
     def dim(self):
-        """The embedding dimension (of the float vectors)."""
         return self.params["dim"]
 
     def __len__(self):
@@ -170,70 +242,23 @@ class EmbeddingIndex:
                 searched, 16), `rescore_multiplier` (candidates per hit for
                 the quantized kinds, 4).
 
-        Returns:
-            An `EmbeddingIndex`.
-
-        Raises:
-            ValueError: an empty or non-finite array, ids that do not match,
-                an unknown `kind` or parameter.
+        Raises `ValueError` for an empty or non-finite array, ids that do not
+        match, an unknown `kind` or parameter.
         """
         _require_faiss()
-        if kind not in KINDS:
-            raise ValueError(f"`kind` must be one of {KINDS}. Received {kind!r}.")
-        unknown = sorted(set(params) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"Unknown index parameter(s) {unknown}; known: {sorted(DEFAULTS)}.")
         vectors = _normalized(embeddings, "embeddings")
         if not vectors.size:
             raise ValueError("`embeddings` is empty: an index needs at least one embedding.")
+        params = _build_params(kind, params, *vectors.shape)
         ids = _string_ids(ids, len(vectors))
-        params = {**DEFAULTS, **params, "dim": int(vectors.shape[1])}
-        if params["nlist"] is None:
-            params["nlist"] = int(max(1, min(4 * np.sqrt(len(vectors)), len(vectors) // 39)))
-        for key in ("hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe", "rescore_multiplier"):
-            params[key] = check_positive_int(params[key], key)
         index = _faiss_index(kind, vectors, params)
         return cls(index, ids, kind, params, vectors if kind in QUANTIZED_KINDS else None)
 
     @classmethod
     def from_parquet(cls, directory, kind="hnsw", **params):
-        """Indexes the Parquet shards (`id`, `embedding`) of `embed-corpus` in `directory`.
-
-        Args:
-            directory: str. The folder of `*.parquet` shards.
-            kind: str. See `build`.
-            **params: see `build`.
-        """
+        """Indexes the Parquet shards (`id`, `embedding`) of `embed-corpus` in the folder `directory`."""
         ids, embeddings = read_parquet_embeddings(directory)
         return cls.build(embeddings, ids=ids, kind=kind, **params)
-
-    def _search_rows(self, queries, k):
-        """Row numbers and scores `(q, k)` from faiss, widened to exhaustive where a row came back short."""
-        if self.kind == "binary":
-            return self.index.search(_sign_bits(queries), k)
-        if self.kind == "hnsw":
-            self.index.hnsw.efSearch = max(self.params["ef_search"], k)
-        elif self.kind == "ivf":
-            self.index.nprobe = self.params["nprobe"]
-        scores, rows = self.index.search(queries, k)
-        short = np.flatnonzero((rows < 0).any(axis=1))
-        if len(short):  # too few neighbours reached: search those queries exhaustively
-            if self.kind == "hnsw":
-                self.index.hnsw.efSearch = len(self)
-            else:
-                self.index.nprobe = self.params["nlist"]
-            scores[short], rows[short] = self.index.search(queries[short], k)
-        return scores, rows
-
-    def _rescore(self, queries, rows, k):
-        """Ranks the candidate `rows` of each query by float cosine; keeps `k`."""
-        scores = np.empty(rows.shape, np.float32)
-        for s in range(0, len(rows), RESCORE_CHUNK):  # bounds the gathered copy of candidate rows
-            part = rows[s : s + RESCORE_CHUNK]
-            gathered = np.asarray(self.vectors[part.ravel()], dtype=np.float32).reshape(*part.shape, -1)
-            scores[s : s + RESCORE_CHUNK] = np.einsum("qd,qcd->qc", queries[s : s + RESCORE_CHUNK], gathered)
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
 
     def search_rows(self, queries, top_k=10):
         """Like `search`, with row numbers (int64 `(q, k)`) in place of ids."""
@@ -243,26 +268,23 @@ class EmbeddingIndex:
         if not len(queries):
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
         if self.kind not in QUANTIZED_KINDS:
-            scores, rows = self._search_rows(queries, k)
+            scores, rows = _faiss_search(self.index, self.kind, self.params, queries, k)
             return rows, scores.astype(np.float32)
-        _, rows = self._search_rows(queries, min(k * self.params["rescore_multiplier"], len(self)))
-        scores, rows = self._rescore(queries, rows, k)
-        return rows, scores.astype(np.float32)
+        candidates = min(k * self.params["rescore_multiplier"], len(self))
+        _, rows = _faiss_search(self.index, self.kind, self.params, queries, candidates)
+        scores, rows = _rescore(self.vectors, queries, rows, k)
+        return rows, scores
 
     def search(self, queries, top_k=10):
-        """The `top_k` nearest ids of each query by cosine, best first.
+        """`(ids, scores)`: the `top_k` nearest ids of each query by cosine, best first.
 
         Args:
-            queries: array-like. Float embeddings `(q, dim)` (a vector is one
-                query); normalised inside.
+            queries: array-like. Float embeddings `(q, dim)`, normalised inside (a vector is one query).
             top_k: int. Hits per query; more than the corpus returns all of it.
 
-        Returns:
-            `(ids, scores)`: a str array and a float32 array `(q, k)`, k =
-            min(top_k, len(index)). Quantized kinds return float cosines.
-
-        Raises:
-            ValueError: `top_k` < 1, a dimension mismatch or non-finite query.
+        Returns a str array and a float32 array `(q, min(top_k, len(index)))`
+        (float cosines for the quantized kinds too). Raises `ValueError` for
+        `top_k` < 1, a dimension mismatch or a non-finite query.
         """
         rows, scores = self.search_rows(queries, top_k)
         return self.ids[rows], scores
@@ -282,86 +304,25 @@ class EmbeddingIndex:
         return int(serialize(self.index).nbytes)
 
     def save(self, path, overwrite=False):
-        """Writes the index folder atomically (`<path>.partial`, then a rename).
-
-        It holds `index.faiss` (faiss `write_index`), `ids.npy`, `config.json`,
-        `vectors.npy` (quantized kinds) and the completion marker.
-
-        Args:
-            path: str. The folder.
-            overwrite: bool. Replace an index saved there before.
-
-        Raises:
-            ValueError: `path` holds something else, or an index without `overwrite`.
-        """
-        target = outputs.check_writable(path, "path")
-        if os.path.lexists(target) and (not os.path.isdir(target) or os.listdir(target)):
-            if not os.path.isfile(os.path.join(target, CONFIG_FILE)):
-                raise ValueError(f"path {target} already holds something that is not an index; choose another.")
-            if not overwrite:
-                raise ValueError(f"path {target} already holds an index; pass overwrite=True (--overwrite).")
-        work = target + outputs.PARTIAL_SUFFIX
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        try:
-            write = faiss.write_index_binary if self.kind == "binary" else faiss.write_index
-            write(self.index, os.path.join(work, INDEX_FILE))
-            np.save(os.path.join(work, IDS_FILE), self.ids)
-            if self.vectors is not None:
-                np.save(os.path.join(work, VECTORS_FILE), np.asarray(self.vectors))
-            config = {"format": FORMAT, "kind": self.kind, "count": len(self), "faiss": faiss.__version__}
-            outputs.write_json(os.path.join(work, CONFIG_FILE), {**config, "params": self.params})
-            outputs.finalize_dir(work, target, {"command": "index build", "kind": self.kind})
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return target
+        """Writes the folder `path` atomically (`<path>.partial`, then a rename): `index.faiss`
+        (faiss `write_index`), `ids.npy`, `config.json`, `vectors.npy` (quantized kinds) and
+        the completion marker. Raises `ValueError` if `path` holds something else, or an index
+        and not `overwrite`. Returns the absolute path."""
+        return _write_folder(path, overwrite, self.index, self.kind, self.ids, self.params, self.vectors)
 
     @classmethod
     def load(cls, path, mmap=True):
-        """Reads a folder written by `save`.
-
-        Args:
-            path: str. The folder.
-            mmap: bool. Memory-map the rescoring vectors (quantized kinds)
-                instead of reading them into memory.
-
-        Raises:
-            ValueError: naming the path, when it is absent, incomplete or corrupt.
-        """
+        """Reads a folder written by `save`; `mmap` memory-maps the rescoring vectors.
+        Raises `ValueError` naming the path when it is absent, incomplete, corrupt or inconsistent."""
         _require_faiss()
-        path = os.fspath(path)
-        if not os.path.isdir(path):
-            raise ValueError(f"index path {path} is not a folder (absent or a file).")
-        if not outputs.is_complete(path):
-            raise ValueError(f"index path {path} has no {outputs.MARKER}: not a finished index folder.")
-        try:
-            with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as f:
-                config = json.load(f)
-            kind, params = config["kind"], config["params"]
-            if config.get("format") != FORMAT or kind not in KINDS:
-                raise ValueError(f"format {config.get('format')!r}, kind {kind!r}")
-            read = faiss.read_index_binary if kind == "binary" else faiss.read_index
-            index = read(os.path.join(path, INDEX_FILE))
-            ids = np.load(os.path.join(path, IDS_FILE), allow_pickle=False)
-            vectors = None
-            if kind in QUANTIZED_KINDS:
-                vectors = np.load(os.path.join(path, VECTORS_FILE), mmap_mode="r" if mmap else None)
-        except (OSError, RuntimeError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"index path {path} is corrupt or incomplete: {' '.join(str(error).split())}") from None
-        shapes = (index.ntotal, len(ids), config["count"]) + ((len(vectors),) if vectors is not None else ())
-        if len(set(shapes)) != 1 or (vectors is not None and vectors.shape[1] != params["dim"]):
-            raise ValueError(f"index path {path} is inconsistent: row counts {shapes} differ.")
-        return cls(index, ids, kind, params, vectors)
+        return cls(*_read_folder(path, mmap))
 
 
 def read_parquet_embeddings(directory):
-    """`(ids, embeddings)` from the `*.parquet` shards in `directory`.
+    """`(ids, embeddings)` from the `*.parquet` shards (columns `id`, `embedding`) in `directory`.
 
-    Columns `id` (string) and `embedding` (fixed-size list of float32).
     A stand-in for `sbert_keras.beam.read_embeddings` until that module lands.
-
-    Raises:
-        ValueError: no shards, a missing column or ragged embeddings (naming the file).
+    Raises `ValueError` naming the folder or file: no shards, a missing column, ragged rows.
     """
     import pyarrow.compute as pc  # optional: installed with the `beam` extra
     import pyarrow.parquet as pq
@@ -387,8 +348,6 @@ def read_parquet_embeddings(directory):
 
 
 # === CLI: `sbert-keras index build` and `sbert-keras index search` ===
-
-
 def add_arguments(index_parser):
     """Adds the `build` and `search` subcommands to the `index` parser (`args.index_command`)."""
     sub = index_parser.add_subparsers(dest="index_command", required=True)
@@ -410,11 +369,10 @@ def add_arguments(index_parser):
 
 def run_build(args):
     """`index build`: returns a JSON-able summary of the saved index."""
-    path = os.fspath(args.embeddings)
-    if path.endswith(".npy") and os.path.isfile(path):
-        ids, embeddings = None, np.load(path, allow_pickle=False)
+    if str(args.embeddings).endswith(".npy"):  # `sbert-keras encode` output: ids are the row numbers
+        ids, embeddings = None, np.load(args.embeddings, allow_pickle=False)
     else:
-        ids, embeddings = read_parquet_embeddings(path)
+        ids, embeddings = read_parquet_embeddings(args.embeddings)
     outputs.check_writable(args.output)
     index = EmbeddingIndex.build(embeddings, ids, kind=args.kind, rescore_multiplier=args.rescore_multiplier)
     index.save(args.output, overwrite=args.overwrite)
@@ -424,23 +382,15 @@ def run_build(args):
 def run_search(args, load_encoder):
     """`index search`: one `{"query", "hits": [{"id", "score"}]}` dict per query.
 
-    Args:
-        args: the parsed arguments.
-        load_encoder: callable. `cli.load_encoder` (returns `(encoder, model)`).
+    `load_encoder` is `cli.load_encoder` (`spec -> (encoder, model)`), passed in to avoid an import cycle.
     """
     top_k = check_positive_int(args.top_k, "--top-k")
     batch_size = check_positive_int(args.batch_size, "--batch-size")
-    if args.query:
-        queries = args.query
-    else:
-        with open(args.queries, encoding="utf-8") as f:
-            queries = [line.rstrip("\r\n") for line in f if line.strip()]
-        if not queries:
-            raise ValueError(f"--queries {args.queries} has no text lines.")
+    queries = args.query or [line for _, line in data.iter_text_lines(args.queries) if line.strip()]
+    if not queries:
+        raise ValueError(f"--queries {args.queries} has no text lines.")
     index = EmbeddingIndex.load(args.index)  # a bad index fails before the model loads
     encoder = load_encoder(args.model)[0]
     ids, scores = index.search(encoder.encode(queries, batch_size=batch_size), top_k)
-    return [
-        {"query": q, "hits": [{"id": i, "score": s} for i, s in zip(qi.tolist(), qs.tolist())]}
-        for q, qi, qs in zip(queries, ids, scores)
-    ]
+    hits = ([{"id": i, "score": s} for i, s in zip(qi, qs)] for qi, qs in zip(ids.tolist(), scores.tolist()))
+    return [{"query": q, "hits": h} for q, h in zip(queries, hits)]
