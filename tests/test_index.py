@@ -51,6 +51,12 @@ def test_flat_matches_semantic_search(corpus, queries):
     truth = semantic_search(queries, corpus, top_k=10)
     assert recall(rows, exact_rows(queries, corpus, 10)) == 1.0
     np.testing.assert_allclose(scores, [[h["score"] for h in hits] for hits in truth], atol=1e-5)
+    # `hits` has semantic_search's format (plus the string id), for `semantic_search(..., index=...)`.
+    hits = index.hits(queries, 10)
+    assert [[h["corpus_id"] for h in row] for row in hits] == [[h["corpus_id"] for h in row] for row in truth]
+    assert hits[0][0]["id"] == str(hits[0][0]["corpus_id"])
+    np.testing.assert_allclose([h["score"] for h in hits[3]], [h["score"] for h in truth[3]], atol=1e-5)
+    assert index.hits(np.zeros((0, DIM), "float32"), 10) == []
 
 
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
@@ -71,7 +77,7 @@ def test_cosine_normalises_inside(corpus, queries):
 
 def test_string_ids_preserved_and_save_load_round_trip(tmp_path, corpus, queries):
     ids = [f"doc-{i}/é" for i in range(len(corpus))]
-    for kind in ("hnsw", "binary"):
+    for kind in index_lib.KINDS:
         index = EmbeddingIndex.build(corpus, ids=ids, kind=kind)
         found, scores = index.search(queries, 7)
         rows, _ = index.search_rows(queries, 7)
@@ -82,6 +88,8 @@ def test_string_ids_preserved_and_save_load_round_trip(tmp_path, corpus, queries
         assert found2.tolist() == found.tolist()
         np.testing.assert_allclose(scores2, scores, atol=1e-6)
         assert loaded.kind == kind and len(loaded) == len(corpus) and loaded.dim == DIM
+        if kind == "binary":  # the rescoring vectors stay on disk
+            assert isinstance(loaded.vectors, np.memmap)
 
 
 def test_default_ids_are_row_numbers(corpus):
