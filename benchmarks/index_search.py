@@ -105,7 +105,7 @@ def single_query_qps(search, queries, count=100):
 
 # Search-time settings swept per kind (the first is the index's default).
 SWEEPS = {
-    "hnsw": ("ef_search", (64, 16, 32, 128, 256)),
+    "hnsw": ("ef_search", (32, 16, 64, 128, 256)),
     "ivf": ("nprobe", (16, 8, 32, 64)),
     "int8": ("rescore_multiplier", (4, 1, 10)),
     "binary": ("rescore_multiplier", (4, 1, 10, 20)),

@@ -55,7 +55,7 @@ KINDS = ("flat", "hnsw", "ivf", "int8", "binary")
 QUANTIZED_KINDS = ("int8", "binary")
 FORMAT = "sbert_keras.EmbeddingIndex"
 INDEX_FILE, IDS_FILE, VECTORS_FILE, CONFIG_FILE = "index.faiss", "ids.npy", "vectors.npy", "config.json"
-DEFAULTS = {"hnsw_m": 32, "ef_construction": 128, "ef_search": 64, "nlist": None, "nprobe": 16, "rescore_multiplier": 4}
+DEFAULTS = {"hnsw_m": 32, "ef_construction": 128, "ef_search": 32, "nlist": None, "nprobe": 16, "rescore_multiplier": 4}
 EPSILON = 1e-12
 RESCORE_CHUNK = 64  # queries rescored at once: bounds the gathered candidate rows
 
@@ -237,7 +237,7 @@ class EmbeddingIndex:
                 `None` uses the row numbers (`"0"`, `"1"`, ...).
             kind: str. `"flat"`, `"hnsw"` (default), `"ivf"`, `"int8"` or `"binary"`.
             **params: `hnsw_m` (graph degree, 32), `ef_construction` (128),
-                `ef_search` (64, raised to `top_k` when smaller), `nlist` (IVF
+                `ef_search` (32, raised to `top_k` when smaller), `nlist` (IVF
                 cells, default 4 sqrt(n) capped at n / 39), `nprobe` (cells
                 searched, 16), `rescore_multiplier` (candidates per hit for
                 the quantized kinds, 4).
