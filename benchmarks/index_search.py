@@ -108,7 +108,7 @@ SWEEPS = {
     "hnsw": ("ef_search", (32, 16, 64, 128, 256)),
     "ivf": ("nprobe", (16, 8, 32, 64)),
     "int8": ("rescore_multiplier", (4, 1, 10)),
-    "binary": ("rescore_multiplier", (4, 1, 10, 20)),
+    "binary": ("rescore_multiplier", (10, 1, 4, 20)),
 }
 
 

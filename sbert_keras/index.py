@@ -55,7 +55,7 @@ KINDS = ("flat", "hnsw", "ivf", "int8", "binary")
 QUANTIZED_KINDS = ("int8", "binary")
 FORMAT = "sbert_keras.EmbeddingIndex"
 INDEX_FILE, IDS_FILE, VECTORS_FILE, CONFIG_FILE = "index.faiss", "ids.npy", "vectors.npy", "config.json"
-DEFAULTS = {"hnsw_m": 32, "ef_construction": 128, "ef_search": 32, "nlist": None, "nprobe": 16, "rescore_multiplier": 4}
+DEFAULTS = dict(hnsw_m=32, ef_construction=128, ef_search=32, nlist=None, nprobe=16, rescore_multiplier=None)
 EPSILON = 1e-12
 RESCORE_CHUNK = 64  # queries rescored at once: bounds the gathered candidate rows
 
@@ -101,6 +101,8 @@ def _build_params(kind, params, n, dim):
     if unknown:
         raise ValueError(f"Unknown index parameter(s) {unknown}; known: {sorted(DEFAULTS)}.")
     params = {**DEFAULTS, **params, "dim": int(dim)}
+    if params["rescore_multiplier"] is None:  # recall@10 >= 0.95 on our 132k SNLI embeddings
+        params["rescore_multiplier"] = 10 if kind == "binary" else 4
     if params["nlist"] is None:  # faiss wants >= 39 training points per cell
         params["nlist"] = int(max(1, min(4 * np.sqrt(n), n // 39)))
     for key in DEFAULTS:
@@ -240,7 +242,7 @@ class EmbeddingIndex:
                 `ef_search` (32, raised to `top_k` when smaller), `nlist` (IVF
                 cells, default 4 sqrt(n) capped at n / 39), `nprobe` (cells
                 searched, 16), `rescore_multiplier` (candidates per hit for
-                the quantized kinds, 4).
+                the quantized kinds; 4 for int8, 10 for binary).
 
         Raises `ValueError` for an empty or non-finite array, ids that do not
         match, an unknown `kind` or parameter.
@@ -355,7 +357,7 @@ def add_arguments(index_parser):
     build.add_argument("--embeddings", required=True, help="folder of *.parquet shards, or a .npy (ids = row numbers)")
     build.add_argument("--output", required=True, help="index folder (appears when complete)")
     build.add_argument("--kind", default="hnsw", choices=KINDS)
-    build.add_argument("--rescore-multiplier", type=int, default=DEFAULTS["rescore_multiplier"])
+    build.add_argument("--rescore-multiplier", type=int, help="candidates per hit (default: 4 int8, 10 binary)")
     build.add_argument("--overwrite", action="store_true", help="replace an index saved in --output")
     search = sub.add_parser("search", help="print one JSON line per query: its top-k ids and cosines")
     search.add_argument("--index", required=True, help="index folder written by `index build`")

@@ -112,6 +112,7 @@ def test_quantized_recall_and_rescoring_improves_it(kind, minimum, gain):
     # Rescored scores are the float cosines of the returned rows.
     np.testing.assert_allclose(scores, np.einsum("qd,qkd->qk", queries, data[rows]), atol=1e-5)
     assert index.nbytes() < EmbeddingIndex.build(data, kind="flat").nbytes()
+    assert EmbeddingIndex.build(data[:100], kind=kind).params["rescore_multiplier"] == (10 if kind == "binary" else 4)
 
 
 def test_top_k_larger_than_corpus_returns_all(corpus):
