@@ -35,6 +35,8 @@ common.silence_tensorflow()
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
+from sbert_keras import data  # noqa: E402
+from sbert_keras import outputs  # noqa: E402
 from sbert_keras.index import EmbeddingIndex  # noqa: E402
 from sbert_keras.search import semantic_search  # noqa: E402
 
@@ -49,8 +51,6 @@ SNLI_FILES = ("data/snli/snli_1.0_train_subset.jsonl", "data/snli/snli_1.0_test.
 
 def distinct_sentences(paths):
     """The distinct premises and hypotheses of SNLI files, in first-seen order."""
-    from sbert_keras import data
-
     unique = {}
     for path in paths:
         pairs = data.read_nli(path, skip_unlabeled=False)
@@ -67,14 +67,12 @@ def cached_embeddings(texts, model_dir, cache_dir):
     path = Path(cache_dir) / f"snli_minilm_{len(texts)}_{digest}.npy"
     if path.is_file():
         return np.load(path), str(path), 0.0
-    from sbert_keras import SentenceEncoder
+    from sbert_keras import SentenceEncoder  # imports TensorFlow: only when encoding
 
     encoder = SentenceEncoder.from_preset(str(model_dir))
     with common.Timer() as timer:
         embeddings = encoder.encode(texts, batch_size=BATCH_SIZE, show_progress=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from sbert_keras import outputs
-
     outputs.save_npy(path, embeddings)
     return embeddings, str(path), timer.seconds
 
