@@ -11,14 +11,47 @@ graph, with its weights stored in their cast and fused form, or the Keras
 graph), and returns `embeddings` (float32, `(n, dim)`) in request order.
 The folder appears only when complete (`outputs.write_dir`: written beside
 it, then renamed).
+
+An int8 export guards itself inside the graph (TF Serving runs no Python).
+Its int8 matmuls are oneDNN's `_QuantizedMatMul`; on a server CPU without
+VNNI/AMX oneDNN runs them with `vpmaddubsw`, whose int16 pair sums saturate
+(255 * 127 * 2 > 32767), and the vectors drift without any error. Measured
+under `ONEDNN_MAX_CPU_ISA=AVX512_CORE` / `AVX2`: random full-range int8
+matmuls have a relative error of 0.17-0.29; all-MiniLM-L6-v2's min cosine
+to float32 drops from 0.998 to 0.992. So the export stores a probe batch,
+the float32 Keras graph's vectors for it and the int8 graph's vectors on
+the exporting machine. The first request runs `int8.kernel_probe_error` (a
+full-scale matmul: exact with int32 accumulation, about half the product
+without) and the probe through the int8 graph. If the matmul is not exact,
+or the probe's vectors are not the exporting machine's (min cosine below
+`SAME_KERNEL_COSINE`) or fail the int8 gate against float32
+(`inference.MIN_COSINE["int8"]`), a saved variable switches every request
+to the float branch: the same fused graph and weights, traced under
+`int8.dequantized_matmuls` (float32 matmuls of the dequantized weights; a
+role the recipe keeps in bf16 stays bf16). A warning goes to stderr once.
+Keras, TensorFlow and TF Serving have no such check, so it is written here.
 """
 
+import sys
+
 import keras
+import numpy as np
 import tensorflow as tf
 
+from sbert_keras import inference
+from sbert_keras import int8
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
+
+# The int8 guard's verdicts, held in `Int8Guard.state`.
+UNCHECKED, INT8_OK, USE_FLOAT = 0, 1, 2
+# Min cosine of the served int8 graph's probe vectors to the exporting
+# machine's. The same kernels give the same vectors up to how TensorFlow
+# compiles the graph (per-row activation scales round a few values the other
+# way: min cosine 0.99974 measured between two traces of MiniLM's Keras-int8
+# graph); saturated int16 sums move MiniLM's vectors by 1e-3 to 1e-2.
+SAME_KERNEL_COSINE = 0.999
 
 
 def sorted_batches(forward, ids, pad_id, batch_size, dim):
@@ -55,6 +88,100 @@ def sorted_batches(forward, ids, pad_id, batch_size, dim):
     return tf.cond(n > 0, run, lambda: tf.zeros([0, dim], tf.float32))
 
 
+def min_cosine(a, b):
+    """Graph-safe minimum row-wise cosine of two `(n, dim)` float32 tensors."""
+    dots = tf.reduce_sum(a * b, axis=1)
+    return tf.reduce_min(dots / tf.maximum(tf.norm(a, axis=1) * tf.norm(b, axis=1), 1e-12))
+
+
+def probe_references(encoder, forward):
+    """`(token_ids, padding_mask, float32_vectors, int8_vectors)` of the int8 guard's probe batch.
+
+    The probe is the engine's self-check batch; float32 vectors come from
+    the Keras graph, int8 vectors from `forward` (the fused int8 graph) on
+    this machine, traced on the probe as constants, as the guard runs it.
+
+    Args:
+        encoder: a `SentenceEncoder`.
+        forward: callable `(token_ids, padding_mask)` -> float32 vectors.
+    """
+    token_ids, mask = inference.probe_batch(encoder)
+    reference = encoder.engine.keras_function("float32")(token_ids, mask).numpy()
+    quantized = tf.function(lambda: forward(tf.constant(token_ids), tf.constant(mask)))().numpy()
+    return token_ids, mask, reference, quantized
+
+
+class Int8Guard(tf.Module):
+    """The in-graph self-check of an int8 SavedModel: int8 where it computes what it did at export, else float.
+
+    Args:
+        int8_forward: callable `(token_ids, padding_mask)` -> float32 vectors, with int8 matmuls.
+        float_forward: callable, the same graph with dequantized float32 matmuls.
+        references: `probe_references(encoder, int8_forward)`.
+
+    `state` (a saved, non-trainable int32 variable) is `UNCHECKED` until the
+    first request, then `INT8_OK` or `USE_FLOAT`.
+
+    Example:
+    ```python
+    guard = Int8Guard(int8_forward, float_forward, probe_references(encoder, int8_forward))
+    use_int8 = guard.use_int8()  # inside the serving function: a bool tensor
+    ```
+    """
+
+    def __init__(self, int8_forward, float_forward, references):
+        super().__init__(name="int8_guard")
+        self.int8_forward, self.float_forward = int8_forward, float_forward
+        self.state = tf.Variable(UNCHECKED, dtype=tf.int32, trainable=False, name="state")
+        self.references = [np.asarray(r) for r in references]
+
+    def check(self):
+        """Graph-safe: runs the probe through the int8 graph, stores and returns the verdict."""
+        token_ids, mask, reference, quantized = (tf.constant(r) for r in self.references)
+        got = self.int8_forward(token_ids, mask)
+        to_float, to_export = min_cosine(got, reference), min_cosine(got, quantized)
+        kernel_error = int8.kernel_probe_error()
+        passed = tf.reduce_all(
+            [
+                kernel_error <= int8.KERNEL_PROBE_TOLERANCE,
+                to_float >= inference.MIN_COSINE["int8"],
+                to_export >= SAME_KERNEL_COSINE,
+            ]
+        )
+
+        def fall_back():
+            tf.print(
+                "sbert_keras: this host's int8 kernels differ from the exporting machine's (saturating-product error",
+                kernel_error,
+                "; probe min cosine to float32",
+                to_float,
+                ", to the export's int8 vectors",
+                to_export,
+                "); serving with float32 matmuls instead.",
+                output_stream=sys.stderr,
+            )
+            return tf.constant(USE_FLOAT)
+
+        verdict = tf.cond(passed, lambda: tf.constant(INT8_OK), fall_back)
+        with tf.control_dependencies([self.state.assign(verdict)]):
+            return tf.identity(verdict)
+
+    def use_int8(self):
+        """Graph-safe bool: whether this request runs the int8 graph (checks on the first request)."""
+        state = self.state.read_value()
+        return tf.equal(tf.cond(tf.equal(state, UNCHECKED), self.check, lambda: state), INT8_OK)
+
+
+def _float_forward(forward):
+    """`forward` traced with dequantized float32 matmuls (`int8.dequantized_matmuls`)."""
+
+    def run(token_ids, padding_mask):
+        with int8.dequantized_matmuls("float32"):
+            return forward(token_ids, padding_mask)
+
+    return run
+
+
 def _write(archive, path, overwrite):
     """Writes the archive to `path` (the one place that touches the disk)."""
     outputs.write_dir(lambda work: archive.write_out(work, verbose=False), path, overwrite, {"command": "export"})
@@ -73,7 +200,10 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
             the self-check on the exporting machine (bfloat16 on CPUs with
             AVX512-BF16/AMX, float16 on a GPU). A bfloat16 SavedModel served
             on a CPU without bf16 instructions is slow: pass `"float32"` to
-            export for such servers.
+            export for such servers. `"int8"` (default for an encoder
+            quantized by Keras, on a CPU with VNNI/AMX) checks itself on the
+            server's first request and serves float32 if its int8 kernels
+            differ from the exporting machine's (see the module docstring).
         batch_size: int. Texts per forward pass inside the graph.
 
     Returns:
@@ -92,13 +222,24 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
         raise ValueError("The encoder has no preprocessor; strings cannot be served.")
     batch_size = check_positive_int(batch_size, "batch_size")
     preprocessor = encoder.preprocessor
-    forward, trackables, _ = encoder.engine.serving_forward(precision)
+    forward, trackables, plan = encoder.engine.serving_forward(precision)
     pad_id = preprocessor.tokenizer.pad_token_id
     dim, normalize = encoder.embedding_dim, encoder.normalize
+    guard = None
+    if plan == ("fused", "int8"):
+        guard = Int8Guard(forward, _float_forward(forward), probe_references(encoder, forward))
+        trackables = [*trackables, guard]
 
     def serve(text):
         ids, _ = preprocessor.ragged_token_ids(text)
-        embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim)
+        if guard is None:
+            embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim)
+        else:
+            embeddings = tf.cond(
+                guard.use_int8(),
+                lambda: sorted_batches(guard.int8_forward, ids, pad_id, batch_size, dim),
+                lambda: sorted_batches(guard.float_forward, ids, pad_id, batch_size, dim),
+            )
         if normalize:
             norms = tf.norm(embeddings, axis=1, keepdims=True)
             embeddings = embeddings / tf.maximum(norms, 1e-12)

@@ -17,7 +17,9 @@ Why this is hand-written, and why this route:
   leading underscore, so `tf.raw_ops` does not list it; `_quantized_matmul`
   builds it with `op_def_library` inside a graph. Checked against
   TensorFlow 2.21 (oneDNN v3); `int8_matmul_available` turns it off where
-  the op or the CPU feature is missing.
+  the op or the CPU feature is missing, or where the op is not exact on a
+  full-scale product (`kernel_probe_error`: oneDNN's non-VNNI kernel sums
+  pairs in saturating int16, measured with `ONEDNN_MAX_CPU_ISA`).
 - ONNX Runtime or OpenVINO would add a second runtime and a dependency; this
   route needs nothing beyond TensorFlow.
 
@@ -45,7 +47,10 @@ y = tf.function(lambda x: int8_dense(x, weights, keras.activations.gelu))(x)
 """
 
 import collections
+import contextlib
 import functools
+import threading
+import warnings
 
 import keras
 import tensorflow as tf
@@ -78,6 +83,10 @@ StaticUint8DenseWeights = collections.namedtuple(
     "StaticUint8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale", "input_shift", "input_range"]
 )
 INT8_WEIGHT_TYPES = (Int8DenseWeights, StaticInt8DenseWeights, TokenInt8DenseWeights, StaticUint8DenseWeights)
+# `kernel_probe_error` of an exact int8 kernel is 0; a saturating one's about 0.5.
+KERNEL_PROBE_TOLERANCE = 1e-3
+# Trace-time switch of `dequantized_matmuls` (per thread: tracing is Python).
+_FORCED = threading.local()
 
 
 # === CPU gate ===
@@ -104,16 +113,52 @@ def _op_registered():
 def int8_matmul_available():
     """Whether `int8_dense` runs int8 matmuls here (else it dequantizes).
 
-    True when TensorFlow has the oneDNN `_QuantizedMatMul` op and the CPU has
-    one of `INT8_CPU_FLAGS`.
+    True when the CPU has one of `INT8_CPU_FLAGS`, TensorFlow has the
+    oneDNN `_QuantizedMatMul` op, and that op is exact on inputs that
+    saturate int16 sums (`kernel_probe_error`, run once per process): so
+    oneDNN's non-VNNI kernel is never used, also where the flags and the
+    kernel oneDNN picks disagree (`ONEDNN_MAX_CPU_ISA`, a virtual CPU).
     """
-    return bool(set(INT8_CPU_FLAGS) & cpu_flags()) and _op_registered()
+    return bool(set(INT8_CPU_FLAGS) & cpu_flags()) and _op_registered() and _kernel_exact()
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_exact():
+    """Whether oneDNN's int8 kernel computes `kernel_probe_error`'s saturating product exactly."""
+    with tf.init_scope():  # eager, also when asked while a graph is traced
+        error = tf.function(lambda: kernel_probe_error(dense=_int8_op_dense))()
+        return float(error) <= KERNEL_PROBE_TOLERANCE
 
 
 def fallback_dtype():
     """The matmul dtype of the dequantized fallback: bfloat16 where the CPU has it, else float32."""
     flags = cpu_flags()
     return "bfloat16" if {"avx512_bf16", "amx_bf16"} & flags else "float32"
+
+
+@contextlib.contextmanager
+def dequantized_matmuls(dtype="float32"):
+    """Within it, `int8_dense` traces the dequantized matmul in `dtype`, never the int8 op.
+
+    A trace-time switch: the exported int8 SavedModel traces the same fused
+    graph a second time under it, as the float branch its self-check falls
+    back to on a host whose int8 kernels differ (`sbert_keras.export`).
+
+    Args:
+        dtype: str. The matmul dtype of the dequantized weights.
+
+    Example:
+    ```python
+    with dequantized_matmuls("float32"):
+        y = forward(token_ids, padding_mask)  # traced: no `_QuantizedMatMul`
+    ```
+    """
+    previous = getattr(_FORCED, "dtype", None)
+    _FORCED.dtype = dtype
+    try:
+        yield
+    finally:
+        _FORCED.dtype = previous
 
 
 # === Weights ===
@@ -162,6 +207,38 @@ def dequantize(weights, dtype="float32"):
 
 
 # === The matmul ===
+
+
+def kernel_probe_error(fan_in=64, dense=None):
+    """Graph-safe: max relative error of `int8_dense` on inputs that saturate int16 pair sums.
+
+    Activations and weights at full scale, so every u8 x s8 pair (oneDNN
+    shifts signed activations by 128) sums to 255 * 127 * 2 > 32767. Int32
+    accumulation (VNNI, AMX) is exact; oneDNN's non-VNNI `vpmaddubsw` kernel
+    is not (measured with `ONEDNN_MAX_CPU_ISA=AVX512_CORE` / `AVX2`: 0.49
+    unsigned, 0.99 signed). Probes `Int8DenseWeights` and `StaticUint8DenseWeights`.
+
+    Args:
+        fan_in: int. The contraction length.
+        dense: callable or None (`int8_dense`): the int8 matmul probed.
+
+    Example:
+    ```python
+    exact = tf.function(kernel_probe_error)() <= KERNEL_PROBE_TOLERANCE
+    ```
+    """
+    units = 16
+    x = tf.ones([4, fan_in], "float32")
+    q = tf.fill([fan_in, units], tf.constant(127, tf.int8))
+    kernel_range = tf.ones([units], "float32")
+    bias = tf.zeros([units], "float32")
+    ones = tf.ones([fan_in], "float32")
+    expected = float(fan_in)  # x @ (q * 1 / 127) = fan_in
+    signed = Int8DenseWeights(q, kernel_range, bias, ones)
+    unsigned = StaticUint8DenseWeights(q, kernel_range, bias, ones, tf.zeros([fan_in]), tf.constant(1.0))
+    dense = dense or int8_dense
+    errors = [tf.reduce_max(tf.abs(dense(x, w) - expected)) / expected for w in (signed, unsigned)]
+    return tf.reduce_max(tf.stack(errors))
 
 
 def _quantized_matmul(x_q, kernel_q, bias, x_range, kernel_range, fused_ops):
@@ -245,7 +322,10 @@ def int8_dense(x, weights, activation=None):
     product, bias, GELU/ReLU and the float32 dequantization run as one
     oneDNN kernel; per-row scales are applied after it. Where
     `int8_matmul_available()` is false, the kernel is dequantized and the
-    matmul runs in `fallback_dtype()`: the same weights, no int8 speed.
+    matmul runs in `fallback_dtype()`: the same weights, no int8 speed (a
+    warning says so: without VNNI/AMX oneDNN's int8 kernel sums u8 x s8
+    pairs in saturating int16, so the int8 op is never used there). Under
+    `dequantized_matmuls` the dequantized matmul runs in its dtype.
 
     Args:
         x: float tensor `(rows, in)`.
@@ -253,8 +333,17 @@ def int8_dense(x, weights, activation=None):
         activation: callable or None.
     """
     x = tf.cast(x, "float32")
-    if not int8_matmul_available():
-        dtype = fallback_dtype()
+    forced = getattr(_FORCED, "dtype", None)
+    if forced is not None or not int8_matmul_available():
+        dtype = forced or fallback_dtype()
+        if forced is None:
+            warnings.warn(
+                f"No exact int8 matmul here (CPU flags {INT8_CPU_FLAGS}, TensorFlow's oneDNN "
+                f"{QUANTIZED_MATMUL_OP}, `kernel_probe_error`): int8 weights are dequantized and multiplied "
+                f"in {dtype} instead (correct vectors, no int8 speed). Without VNNI, oneDNN's int8 kernel "
+                "sums u8 x s8 pairs in saturating int16.",
+                stacklevel=2,
+            )
         bias = weights.bias
         if isinstance(weights, StaticUint8DenseWeights):  # undo the shift's compensation
             bias = bias + tf.linalg.matvec(
@@ -263,6 +352,12 @@ def int8_dense(x, weights, activation=None):
         y = tf.matmul(tf.cast(x, dtype), dequantize(weights, dtype))
         y = tf.cast(tf.nn.bias_add(y, tf.cast(bias, dtype)), "float32")
         return y if activation is None else activation(y)
+    return _int8_op_dense(x, weights, activation)
+
+
+def _int8_op_dense(x, weights, activation=None):
+    """`int8_dense` through oneDNN's `_QuantizedMatMul`, whatever the CPU (graph only)."""
+    x = tf.cast(x, "float32")
     x = x * weights.input_scale
     if isinstance(weights, StaticUint8DenseWeights):
         x = x + weights.input_shift

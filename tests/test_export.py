@@ -1,12 +1,16 @@
 import json
+import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from conftest import tiny_encoder
+from sbert_keras import export
 from sbert_keras import export_saved_model
+from sbert_keras import int8
 from sbert_keras.export import sorted_batches
 from sbert_keras.inference import resolve_precision
 
@@ -82,3 +86,80 @@ def test_sorted_batches_keep_request_order():
 
     out = tf.function(lambda: sorted_batches(forward, ids, 0, 2, 2))().numpy()
     np.testing.assert_allclose(out, [[3, 2], [3, 1], [22, 4], [27, 3], [0, 0]])
+
+
+GUARD_SERVE = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer ops the graph uses
+texts = json.loads(sys.stdin.readline())
+result = {}
+for path in sys.argv[1:]:
+    model = tf.saved_model.load(path)
+    # The guard's variable (ExportArchive lists tracked tf.Module variables only in `_all_variables`).
+    state = [v for v in model._all_variables if v.name.startswith("state")]
+    before = [int(v.numpy()) for v in state]
+    for _ in range(2):  # the guard checks once, on the first request
+        out = model.signatures["serving_default"](text=tf.constant(texts, tf.string))
+    after = [int(v.numpy()) for v in state]
+    result[path] = {"predictions": out["embeddings"].numpy().tolist(), "state": before + after}
+print(json.dumps(result))
+"""
+
+
+def serve_guarded(paths, texts, env=None):
+    """`({path: (predictions, [state before, after])}, stderr)` of the int8 SavedModels in a new interpreter."""
+    result = subprocess.run(
+        [sys.executable, "-c", GUARD_SERVE, *paths],
+        input=json.dumps(texts) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    return {path: (np.array(v["predictions"]), v["state"]) for path, v in out.items()}, result.stderr
+
+
+@pytest.fixture(scope="module")
+def int8_exports(tmp_path_factory):
+    """`(good, bad, expected)`: int8 SavedModels of a Keras-quantized tiny encoder, `bad` with a corrupted probe."""
+    quantized = tiny_encoder(normalize=True, seed=1)
+    quantized.quantize("int8")
+    root = tmp_path_factory.mktemp("int8_guard")
+    good, bad = str(root / "good" / "1"), str(root / "bad" / "1")
+    export_saved_model(quantized, good, precision="int8")  # the default where int8 matmuls are exact
+    assert quantized.engine.plan("int8") == ("fused", "int8")
+    exact = export.probe_references
+
+    def corrupted(encoder, forward):  # a host whose int8 graph disagrees with the stored vectors
+        token_ids, mask, reference, int8_vectors = exact(encoder, forward)
+        return token_ids, mask, reference, -int8_vectors
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(export, "probe_references", corrupted)
+        export_saved_model(quantized, bad, precision="int8")
+    return good, bad, quantized.encode(TEXTS, precision="float32")  # the Keras graph of the int8 layers
+
+
+def test_int8_export_guard_serves_float_where_the_probe_fails(int8_exports):
+    good, bad, expected = int8_exports
+    served, stderr = serve_guarded([good, bad], TEXTS)
+    assert served[good][1] == [export.UNCHECKED, export.INT8_OK]
+    assert served[bad][1] == [export.UNCHECKED, export.USE_FLOAT]
+    assert stderr.count("int8 kernels differ") == 1  # once, for `bad`, on its first request
+    for path in (good, bad):
+        assert min_cosine(served[path][0], expected) >= 0.999
+
+
+@pytest.mark.skipif(not int8.int8_matmul_available(), reason="needs a CPU with exact int8 matmuls (VNNI/AMX)")
+def test_int8_export_on_a_host_without_vnni_serves_float(int8_exports):
+    # ONEDNN_MAX_CPU_ISA=AVX512_CORE makes oneDNN pick its non-VNNI int8 kernel
+    # (int16 pair sums saturate: `int8.kernel_probe_error` ~0.99 there, 0 here);
+    # the same SavedModel stays int8 on this host (test above).
+    good, _, expected = int8_exports
+    served, stderr = serve_guarded([good], TEXTS, env={"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})
+    assert served[good][1] == [export.UNCHECKED, export.USE_FLOAT], stderr[-2000:]
+    assert "saturating-product error" in stderr
+    assert min_cosine(served[good][0], expected) >= 0.999
