@@ -34,7 +34,6 @@ assert EmbeddingIndex.load("/tmp/my_index").search(corpus[:2], 3)[0].tolist() ==
 ```
 """
 
-import glob
 import json
 import os
 import shutil
@@ -258,7 +257,7 @@ class EmbeddingIndex:
 
     @classmethod
     def from_parquet(cls, directory, kind="hnsw", **params):
-        """Indexes the Parquet shards (`id`, `embedding`) of `embed-corpus` in the folder `directory`."""
+        """Indexes the Parquet shards (`id`, `embedding`) that `embed-corpus` wrote to the folder `directory`."""
         ids, embeddings = read_parquet_embeddings(directory)
         return cls.build(embeddings, ids=ids, kind=kind, **params)
 
@@ -321,32 +320,13 @@ class EmbeddingIndex:
 
 
 def read_parquet_embeddings(directory):
-    """`(ids, embeddings)` from the `*.parquet` shards (columns `id`, `embedding`) in `directory`.
+    """`(ids, embeddings)` of an `embed-corpus` output folder: `sbert_keras.beam.read_embeddings`.
 
-    A stand-in for `sbert_keras.beam.read_embeddings` until that module lands.
-    Raises `ValueError` naming the folder or file: no shards, a missing column, ragged rows.
+    Raises `FileNotFoundError` (no folder) or `outputs.IncompleteOutputError` (unfinished run).
     """
-    import pyarrow.compute as pc  # optional: installed with the `beam` extra
-    import pyarrow.parquet as pq
+    from sbert_keras.beam import read_embeddings  # optional: needs the `beam` extra (apache-beam)
 
-    files = sorted(glob.glob(os.path.join(os.fspath(directory), "*.parquet")))
-    if not files:
-        raise ValueError(f"--embeddings {directory}: no *.parquet shards there.")
-    ids, blocks = [], []
-    for file in files:
-        table = pq.read_table(file)
-        if not {"id", "embedding"} <= set(table.column_names):
-            raise ValueError(f"{file}: needs columns 'id' and 'embedding'; found {table.column_names}.")
-        column = table.column("embedding").combine_chunks()
-        try:
-            lengths = set(pc.list_value_length(column).to_pylist()) if len(column) else {0}
-        except NotImplementedError:  # pyarrow's ArrowNotImplementedError: not a list column
-            lengths = set()
-        if column.null_count or len(lengths) != 1:
-            raise ValueError(f"{file}: 'embedding' must hold non-null float lists of one length.")
-        ids.extend(str(i) for i in table.column("id").to_pylist())
-        blocks.append(column.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(column), -1))
-    return ids, np.concatenate(blocks)
+    return read_embeddings(directory)
 
 
 # === CLI: `sbert-keras index build` and `sbert-keras index search` ===

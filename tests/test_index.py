@@ -9,6 +9,7 @@ import pytest
 faiss = pytest.importorskip("faiss")
 
 from sbert_keras import index as index_lib  # noqa: E402
+from sbert_keras import outputs  # noqa: E402
 from sbert_keras.index import EmbeddingIndex  # noqa: E402
 from sbert_keras.search import semantic_search  # noqa: E402
 
@@ -174,14 +175,17 @@ def test_save_refuses_to_replace_without_overwrite(tmp_path, corpus):
 
 
 def write_shards(folder, ids, embeddings, shards=2):
+    """An `embed-corpus` output folder: Parquet shards (`id`, `embedding`) and the completion marker."""
     pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("apache_beam")
     import pyarrow.parquet as pq
 
     folder.mkdir()
     for s, part in enumerate(np.array_split(np.arange(len(ids)), shards)):
         column = pa.FixedSizeListArray.from_arrays(pa.array(embeddings[part].ravel(), pa.float32()), DIM)
         table = pa.table({"id": [ids[i] for i in part], "embedding": column})
-        pq.write_table(table, folder / f"embeddings-{s:05d}-of-{shards:05d}.parquet")
+        pq.write_table(table, folder / f"part-{s:05d}-of-{shards:05d}.parquet")
+    outputs.write_json(str(folder / outputs.MARKER), {"complete": True, "dim": DIM})
 
 
 def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
@@ -189,18 +193,19 @@ def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
     write_shards(tmp_path / "emb", ids, corpus[:300])
     index = EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
     assert index.search(corpus[42], 1)[0].tolist() == [["line-42"]]
-    args = argparse.Namespace(
-        embeddings=str(tmp_path / "emb"),
-        output=str(tmp_path / "out"),
-        kind="hnsw",
-        rescore_multiplier=4,
-        overwrite=False,
-    )
+    parser = argparse.ArgumentParser()
+    index_lib.add_arguments(parser)
+    args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb"), "--output", str(tmp_path / "out")])
     summary = index_lib.run_build(args)
-    assert summary["count"] == 300 and summary["dim"] == DIM
+    assert summary["count"] == 300 and summary["dim"] == DIM and summary["kind"] == "hnsw"
     assert EmbeddingIndex.load(str(tmp_path / "out")).search(corpus[42], 1)[0].tolist() == [["line-42"]]
-    with pytest.raises(ValueError, match="no \\*.parquet shards"):
-        index_lib.read_parquet_embeddings(str(tmp_path))
+    (tmp_path / "unfinished").mkdir()
+    with pytest.raises(outputs.IncompleteOutputError, match="incomplete run"):
+        index_lib.read_parquet_embeddings(str(tmp_path / "unfinished"))
+    np.save(tmp_path / "emb.npy", corpus[:50])  # `sbert-keras encode` output: ids are row numbers
+    args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb.npy"), "--output", str(tmp_path / "o2")])
+    assert index_lib.run_build(args)["count"] == 50
+    assert EmbeddingIndex.load(str(tmp_path / "o2")).search(corpus[7], 1)[0].tolist() == [["7"]]
 
 
 def test_cli_search_prints_hits_per_query(tmp_path, corpus):
