@@ -38,6 +38,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras import fused
 from sbert_keras import inference
 from sbert_keras import int8
 from sbert_keras import outputs
@@ -182,6 +183,23 @@ def _float_forward(forward):
     return run
 
 
+def serving_forward(engine, precision="auto"):
+    """`(forward, trackables, plan)` for a SavedModel from an `InferenceEngine`.
+
+    An untraced forward function (what `engine.plan(precision)` picks: the
+    fused graph or the Keras graph), the objects holding the variables it
+    reads, and the plan.
+    """
+    kind, precision = engine.plan(precision)
+    encoder = engine.encoder
+    if kind == "fused":
+        weights = engine.fused_weights(precision)
+        projections = list(getattr(encoder, "projections", None) or [])
+        return fused.build_forward(encoder, weights), [weights.module] + projections, (kind, precision)
+    model = engine.keras_model(precision)
+    return inference.keras_forward(model), [model], (kind, precision)
+
+
 def _write(archive, path, overwrite):
     """Writes the archive to `path` (the one place that touches the disk)."""
     outputs.write_dir(lambda work: archive.write_out(work, verbose=False), path, overwrite, {"command": "export"})
@@ -222,7 +240,7 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
         raise ValueError("The encoder has no preprocessor; strings cannot be served.")
     batch_size = check_positive_int(batch_size, "batch_size")
     preprocessor = encoder.preprocessor
-    forward, trackables, plan = encoder.engine.serving_forward(precision)
+    forward, trackables, plan = serving_forward(encoder.engine, precision)
     pad_id = preprocessor.tokenizer.pad_token_id
     dim, normalize = encoder.embedding_dim, encoder.normalize
     guard = None

@@ -29,16 +29,14 @@ import warnings
 import keras
 import numpy as np
 import tensorflow as tf
-from tqdm.auto import tqdm
 
+from sbert_keras import batching
 from sbert_keras import fused
 from sbert_keras import int8
 from sbert_keras import int8_quantize
 from sbert_keras import onednn
-from sbert_keras.checks import check_positive_int
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.defaults import PRECISIONS
-from sbert_keras.preprocessor import check_texts
 
 # Self-check gates of the fused graph against the float32 Keras graph.
 FLOAT32_TOLERANCE = 1e-5
@@ -103,6 +101,30 @@ def divergence(reference, candidate, precision):
     norms = np.linalg.norm(reference, axis=1) * np.linalg.norm(candidate, axis=1)
     value = float(((reference * candidate).sum(1) / np.maximum(norms, 1e-12)).min())
     return "min cosine", value, value >= MIN_COSINE[precision]
+
+
+def probe_check(encoder, reference_run, fused_run, precision):
+    """Whether `fused_run` computes what `reference_run` does; warns if not.
+
+    Both run the probe batch and that batch repeated into one that takes
+    the fused graph's large-batch kernels (`onednn.FUSED_LAYER_NORM_MIN_ROWS`);
+    `divergence` against the gate of `precision` decides.
+    """
+    token_ids, mask = probe_batch(encoder)
+    reference = reference_run(token_ids, mask).numpy()
+    repeat = -(-onednn.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
+    large = fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))).numpy()
+    candidate = np.concatenate([fused_run(token_ids, mask).numpy(), large])
+    reference = np.concatenate([reference, np.tile(reference, (repeat, 1))])
+    measure, value, passed = divergence(reference, candidate, precision)
+    if not passed:
+        warnings.warn(
+            f"The fused inference graph of {encoder.name!r} in {precision} "
+            f"diverges from the Keras graph ({measure} = {value:.3g} on the probe "
+            "batch); using the Keras graph instead.",
+            stacklevel=4,
+        )
+    return passed
 
 
 def keras_model_for(encoder, precision, copies):
@@ -239,23 +261,8 @@ class InferenceEngine:
             if reason is not None:
                 self._verdicts[precision] = False
             else:
-                token_ids, mask = probe_batch(self.encoder)
-                reference = self.keras_function("float32")(token_ids, mask).numpy()
-                fused_run = self.fused_function(precision)
-                # The probe, then the probe repeated into a batch that takes the
-                # fused graph's large-batch kernels (`onednn.FUSED_LAYER_NORM_MIN_ROWS`).
-                repeat = -(-onednn.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
-                large = fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))).numpy()
-                candidate = np.concatenate([fused_run(token_ids, mask).numpy(), large])
-                reference = np.concatenate([reference, np.tile(reference, (repeat, 1))])
-                measure, value, passed = divergence(reference, candidate, precision)
-                if not passed:
-                    warnings.warn(
-                        f"The fused inference graph of {self.encoder.name!r} in {precision} "
-                        f"diverges from the Keras graph ({measure} = {value:.3g} on the probe "
-                        "batch); using the Keras graph instead.",
-                        stacklevel=3,
-                    )
+                reference = self.keras_function("float32")
+                passed = probe_check(self.encoder, reference, self.fused_function(precision), precision)
                 self._verdicts[precision] = passed
         return self._verdicts[precision]
 
@@ -285,17 +292,6 @@ class InferenceEngine:
             return self.fused_function(precision)
         return self.keras_function(precision)
 
-    def serving_forward(self, precision="auto"):
-        """`(forward, trackables, plan)` for a SavedModel: an untraced forward
-        function and the objects holding the variables it reads."""
-        kind, precision = self.plan(precision)
-        if kind == "fused":
-            weights = self.fused_weights(precision)
-            projections = list(getattr(self.encoder, "projections", None) or [])
-            return (fused.build_forward(self.encoder, weights), [weights.module] + projections, (kind, precision))
-        model = self.keras_model(precision)
-        return keras_forward(model), [model], (kind, precision)
-
     def query(self, texts, precision="auto"):
         """`(pooled, number truncated)` of a few texts in one graph call.
 
@@ -317,7 +313,7 @@ class InferenceEngine:
         key = (run, weights)
         if key not in self._string_functions:
             changed = None if weights is None else weights.changed
-            self._string_functions[key] = strings_function(self.encoder.preprocessor, run, changed)
+            self._string_functions[key] = batching.strings_function(self.encoder.preprocessor, run, changed)
         pooled, num_truncated, changed = self._string_functions[key](tf.constant(texts))
         if bool(changed):
             weights.sync(force=True)
@@ -325,77 +321,5 @@ class InferenceEngine:
         return pooled.numpy(), int(num_truncated)
 
     def encode(self, texts, batch_size=ENCODE_BATCH_SIZE, normalize=None, show_progress=None, precision="auto"):
-        """`SentenceEncoder.encode` (see there): smart batching over `runner`."""
-        single = isinstance(texts, (str, bytes))
-        batch_size = check_positive_int(batch_size, "batch_size")
-        texts = check_texts(texts)
-        encoder = self.encoder
-        out = np.zeros((len(texts), encoder.embedding_dim), "float32")
-        show = show_progress or (show_progress is None and len(texts) > 8 * batch_size)
-        if 0 < len(texts) <= batch_size and not show:
-            out, num_truncated = self.query(texts, precision)
-        elif texts:
-            ids, num_truncated = encoder.preprocessor.tokenize(texts)
-            pad = encoder.preprocessor.tokenizer.pad_token_id
-            run_batches(self.runner(precision), ids, pad, batch_size, out, show)
-        if texts:
-            report_truncation(encoder, num_truncated, len(texts))
-        if encoder.normalize if normalize is None else normalize:
-            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return out[0] if single else out
-
-
-def strings_function(preprocessor, run, changed=None):
-    """A `tf.function`: strings -> `(run` of the padded token ids, number truncated, changed).
-
-    `changed`: None, or a function returning a boolean tensor (e.g.
-    `FusedWeights.changed`), computed in the same graph call.
-    """
-    pad_id = preprocessor.tokenizer.pad_token_id
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def embed(texts):
-        ids, truncated = preprocessor.ragged_token_ids(texts)
-        token_ids = tf.cast(ids.to_tensor(pad_id), tf.int32)
-        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1], tf.int32)
-        stale = tf.constant(False) if changed is None else changed()
-        return run(token_ids, mask), tf.reduce_sum(tf.cast(truncated, tf.int32)), stale
-
-    return embed
-
-
-def report_truncation(encoder, num_truncated, num_texts):
-    """Stores `encoder.last_num_truncated` and warns when texts were cut."""
-    encoder.last_num_truncated = num_truncated
-    if num_truncated:
-        warnings.warn(
-            f"{num_truncated} of {num_texts} texts were longer than {encoder.sequence_length} "
-            "tokens and were truncated (see `encoder.last_num_truncated`).",
-            stacklevel=4,
-        )
-
-
-def run_batches(run, ids, pad_id, batch_size, out, show_progress=False):
-    """Writes `run` of `ids` (ragged) into `out`, in length-sorted padded batches.
-
-    Args:
-        run: callable `(token_ids, padding_mask)` -> `(batch, dim)` tensor.
-        ids: tf.RaggedTensor `(n, None)` of token ids.
-        pad_id: int. The padding token id.
-        batch_size: int. Rows per call of `run`.
-        out: float32 array `(n, dim)`, filled in the original order.
-        show_progress: bool. Show a tqdm progress bar.
-    """
-    lengths = ids.row_lengths().numpy()
-    flat = ids.to_tensor(pad_id).numpy().astype("int32", copy=False)
-    order = np.argsort(-lengths, kind="stable")
-    progress = tqdm(total=len(lengths), desc="encode", unit="text") if show_progress else None
-    for start in range(0, len(lengths), batch_size):
-        index = order[start : start + batch_size]
-        width = int(lengths[index].max())
-        mask = (np.arange(width)[None, :] < lengths[index, None]).astype("int32")
-        out[index] = run(flat[index, :width], mask).numpy()
-        if progress is not None:
-            progress.update(len(index))
-    if progress is not None:
-        progress.close()
+        """`SentenceEncoder.encode` (see there): `batching.encode_texts` over this engine."""
+        return batching.encode_texts(self, texts, batch_size, normalize, show_progress, precision)

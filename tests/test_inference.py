@@ -30,7 +30,7 @@ TEXTS = [
 
 def keras_graph(encoder, texts):
     """The functional model's output (fixed-length padding, Keras layers)."""
-    return np.asarray(super(SentenceEncoder, encoder).predict(np.array(texts), verbose=0))
+    return np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(texts), verbose=0))
 
 
 def min_cosine(a, b):

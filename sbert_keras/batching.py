@@ -1,0 +1,95 @@
+"""Smart batching for `encode`: length-sorted padded batches, progress bar, truncation report.
+
+Texts are tokenised once, sorted by token length and cut into batches, each
+padded only to its longest text, so a batch of short texts does not pay for
+a long one; a few texts (a query) run strings-to-vectors in one graph call
+(`strings_function`). tf.data's `bucket_by_sequence_length` buckets by fixed
+boundaries and reorders the output; `encode` wants the exact longest length
+per batch and the input order back, so the plan is written here.
+"""
+
+import warnings
+
+import numpy as np
+import tensorflow as tf
+from tqdm.auto import tqdm
+
+from sbert_keras.checks import check_positive_int
+from sbert_keras.preprocessor import check_texts
+
+
+def encode_texts(engine, texts, batch_size, normalize, show_progress, precision):
+    """`SentenceEncoder.encode` on an `InferenceEngine`: float32 `(n, dim)`, or `(dim,)` for one string."""
+    single = isinstance(texts, (str, bytes))
+    batch_size = check_positive_int(batch_size, "batch_size")
+    texts = check_texts(texts)
+    encoder = engine.encoder
+    out = np.zeros((len(texts), encoder.embedding_dim), "float32")
+    show = show_progress or (show_progress is None and len(texts) > 8 * batch_size)
+    if 0 < len(texts) <= batch_size and not show:
+        out, num_truncated = engine.query(texts, precision)
+    elif texts:
+        ids, num_truncated = encoder.preprocessor.tokenize(texts)
+        pad = encoder.preprocessor.tokenizer.pad_token_id
+        run_batches(engine.runner(precision), ids, pad, batch_size, out, show)
+    if texts:
+        report_truncation(encoder, num_truncated, len(texts))
+    if encoder.normalize if normalize is None else normalize:
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+    return out[0] if single else out
+
+
+def strings_function(preprocessor, run, changed=None):
+    """A `tf.function`: strings -> `(run` of the padded token ids, number truncated, changed).
+
+    `changed`: None, or a function returning a boolean tensor (e.g.
+    `FusedWeights.changed`), computed in the same graph call.
+    """
+    pad_id = preprocessor.tokenizer.pad_token_id
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def embed(texts):
+        ids, truncated = preprocessor.ragged_token_ids(texts)
+        token_ids = tf.cast(ids.to_tensor(pad_id), tf.int32)
+        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1], tf.int32)
+        stale = tf.constant(False) if changed is None else changed()
+        return run(token_ids, mask), tf.reduce_sum(tf.cast(truncated, tf.int32)), stale
+
+    return embed
+
+
+def report_truncation(encoder, num_truncated, num_texts):
+    """Stores `encoder.last_num_truncated` and warns when texts were cut."""
+    encoder.last_num_truncated = num_truncated
+    if num_truncated:
+        warnings.warn(
+            f"{num_truncated} of {num_texts} texts were longer than {encoder.sequence_length} "
+            "tokens and were truncated (see `encoder.last_num_truncated`).",
+            stacklevel=5,
+        )
+
+
+def run_batches(run, ids, pad_id, batch_size, out, show_progress=False):
+    """Writes `run` of `ids` (ragged) into `out`, in length-sorted padded batches.
+
+    Args:
+        run: callable `(token_ids, padding_mask)` -> `(batch, dim)` tensor.
+        ids: tf.RaggedTensor `(n, None)` of token ids.
+        pad_id: int. The padding token id.
+        batch_size: int. Rows per call of `run`.
+        out: float32 array `(n, dim)`, filled in the original order.
+        show_progress: bool. Show a tqdm progress bar.
+    """
+    lengths = ids.row_lengths().numpy()
+    flat = ids.to_tensor(pad_id).numpy().astype("int32", copy=False)
+    order = np.argsort(-lengths, kind="stable")
+    progress = tqdm(total=len(lengths), desc="encode", unit="text") if show_progress else None
+    for start in range(0, len(lengths), batch_size):
+        index = order[start : start + batch_size]
+        width = int(lengths[index].max())
+        mask = (np.arange(width)[None, :] < lengths[index, None]).astype("int32")
+        out[index] = run(flat[index, :width], mask).numpy()
+        if progress is not None:
+            progress.update(len(index))
+    if progress is not None:
+        progress.close()

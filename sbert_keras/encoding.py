@@ -1,0 +1,134 @@
+"""Inference on a `SentenceEncoder`: `encode`, `predict` and `__call__` on raw strings.
+
+`EncodingMixin` is the part of `SentenceEncoder` that hands inference to
+its `sbert_keras.inference.InferenceEngine` (created on first use) and keeps
+that engine in step with the weights (`load_weights`, `quantize`). The
+model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from sbert_keras.defaults import ENCODE_BATCH_SIZE
+from sbert_keras.inference import InferenceEngine
+
+
+class EncodingMixin:
+    """`encode` and the inference overrides of `SentenceEncoder` (a Keras `Model`).
+
+    Example:
+    ```python
+    encoder = SentenceEncoder.from_preset("path/to/all-MiniLM-L6-v2")
+    encoder.encode(["A man is playing a guitar."]).shape  # (1, 384)
+    encoder.predict(["A man is playing a guitar."])  # the same vectors
+    ```
+    """
+
+    @property
+    def engine(self):
+        """This encoder's `sbert_keras.inference.InferenceEngine` (created on first use)."""
+        cache = self._inference_cache
+        if getattr(cache, "engine", None) is None:
+            cache.engine = InferenceEngine(self)
+        return cache.engine
+
+    def load_weights(self, *args, **kwargs):
+        result = super().load_weights(*args, **kwargs)
+        self.engine.invalidate()
+        return result
+
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """Keras' `Model.quantize` (e.g. `"int8"`), then a fresh inference engine.
+
+        The preprocessor's layers are skipped: they hold no weights, and Keras
+        refuses to quantize an unbuilt tokenizer layer. `filters` as in Keras.
+        """
+        skip = set()
+        if self.preprocessor is not None:
+            skip = {id(layer) for layer in self.preprocessor._flatten_layers()}
+        if filters is None or callable(filters):
+            user_filter = filters
+
+            def filters(layer):
+                return id(layer) not in skip and (user_filter is None or user_filter(layer))
+
+        super().quantize(mode, config=config, filters=filters, **kwargs)
+        self._inference_cache.engine = None
+
+    def encode(self, texts, batch_size=ENCODE_BATCH_SIZE, normalize=None, show_progress=None, precision="auto"):
+        """Embeds texts with smart batching; returns float32 `(n, dim)`.
+
+        Texts are tokenised once, sorted by token length, batched and padded
+        only to each batch's longest text, run through one traced function
+        with dynamic shapes (RoBERTa/BERT-layout backbones use the fused,
+        self-checked graph of `sbert_keras.fused`), and put back in their
+        original order. Texts longer than `sequence_length` are truncated;
+        their count is warned about and kept in `self.last_num_truncated`.
+
+        Args:
+            texts: a string or a list of strings. A single string returns a
+                `(dim,)` vector.
+            batch_size: int. Texts per forward pass.
+            normalize: bool or None. `True` L2-normalises, `False` returns the
+                pooled vectors unnormalised, `None` keeps the model's setting.
+            show_progress: bool or None. Show a progress bar; `None` shows it
+                for more than 8 batches.
+            precision: str. `"auto"` (default: bfloat16 matmuls on CPUs with
+                AVX512-BF16/AMX, float16 on a GPU, else float32; always the
+                fastest that passes the self-check), `"float32"` (exact,
+                whatever the training policy), `"bfloat16"` or `"float16"`
+                (low-precision matmuls, float32 elsewhere).
+
+        Raises:
+            ValueError / TypeError: an item is `None` or not a string; the
+                message names its position.
+
+        Example:
+        ```python
+        encoder.encode(["A man is playing a guitar."], precision="float32").shape  # (1, dim)
+        ```
+        """
+        return self.engine.encode(
+            texts, batch_size=batch_size, normalize=normalize, show_progress=show_progress, precision=precision
+        )
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
+        """Keras `predict`; raw strings go through `encode`'s engine.
+
+        A list or array of strings (or a string tensor) returns what
+        `encode(x, batch_size=batch_size or 32)` returns with the model's
+        `normalize` setting: length-sorted batches, each padded to its
+        longest text. A dict of token-id tensors runs Keras' `predict` on
+        the functional graph (no preprocessor); a `tf.data.Dataset` runs
+        KerasHub's `Task.predict`.
+        """
+        if is_raw_text(x):
+            show_progress = None if verbose == "auto" else bool(verbose)
+            return self.encode(x, batch_size=batch_size or 32, show_progress=show_progress)
+        if isinstance(x, dict):  # already token ids: skip the preprocessor
+            return keras.Model.predict(
+                self, x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs
+            )
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        """Calls the model; raw strings are encoded by the engine (a float32 tensor)."""
+        if args and is_raw_text(args[0]) and not isinstance(args[0], (str, bytes)):
+            return tf.constant(self.encode(args[0], show_progress=False))
+        return super().__call__(*args, **kwargs)
+
+
+def is_raw_text(x):
+    """Whether `x` is a list/array/tensor of strings (not token ids)."""
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, (list, tuple)):
+        return bool(x) and all(isinstance(t, (str, bytes)) for t in x)
+    if isinstance(x, np.ndarray):
+        return x.ndim == 1 and (
+            x.dtype.kind in "US" or (x.dtype.kind == "O" and len(x) > 0 and isinstance(x[0], (str, bytes)))
+        )
+    if isinstance(x, tf.Tensor):  # eager only: a symbolic tensor keeps the Keras path
+        return x.dtype == tf.string and tf.executing_eagerly()
+    return False
