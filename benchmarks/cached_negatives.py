@@ -113,7 +113,7 @@ def run_config(args, kind, batch_size, mini_batch):
     command += ["--max-memory-gb", str(args.max_memory_gb)]
     command += ["--limit", str(args.limit)] if args.limit else []
     command += ["--quick"] if args.quick else []
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
         tail = " | ".join(result.stderr.strip().splitlines()[-3:])

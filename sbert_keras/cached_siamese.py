@@ -74,6 +74,10 @@ from sbert_keras.siamese import ContrastiveSiamese
 # this version (tests/test_cached_siamese.py fails if the logs lose "loss").
 CHECKED_KERAS_VERSION = "3.15.1"
 DEFAULT_MINI_BATCH_SIZE = 32
+# Pass 3 recomputes pass 1's embeddings; they must agree up to kernel
+# round-off (bit-identical on CPU). A dropout mask drawn anew moves them by
+# far more than this share of their largest absolute value.
+REPLAY_TOLERANCE = 1e-3
 
 
 def check_mini_batch_size(value):
@@ -89,6 +93,72 @@ def _dense(gradients, weights):
         tf.zeros(w.shape, "float32") if g is None else tf.cast(tf.convert_to_tensor(g), "float32")
         for g, w in zip(gradients, weights, strict=True)
     ]
+
+
+def mini_batches(features, size):
+    """`(count, mini_batch)`: the number of mini-batches and `i -> (features_i, (start, stop))`."""
+    batch = tf.shape(next(iter(features.values())))[0]
+    count = (batch + size - 1) // size
+
+    def mini_batch(i):
+        start = i * size
+        stop = tf.minimum(start + size, batch)
+        return {name: value[start:stop] for name, value in features.items()}, (start, stop)
+
+    return count, mini_batch
+
+
+def embed_in_mini_batches(encode, features, size):
+    """Pass 1: `encode` on `size` rows at a time, without gradients.
+
+    Args:
+        encode: callable, tokenised features -> float32 `(rows, dim)`.
+        features: dict of `(batch, length)` tensors.
+        size: int. Rows per call.
+
+    Returns:
+        The float32 `(batch, dim)` embeddings (a constant for any tape).
+    """
+    count, mini_batch = mini_batches(features, size)
+    parts = tf.TensorArray(tf.float32, size=count, infer_shape=False, element_shape=tf.TensorShape([None, None]))
+
+    def body(i, parts):
+        return i + 1, parts.write(i, encode(mini_batch(i)[0]))
+
+    _, parts = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), parts), parallel_iterations=1)
+    return tf.stop_gradient(parts.concat())
+
+
+def backward_in_mini_batches(encode, features, size, cached_grad, weights, gradients, embeddings):
+    """Pass 3: adds each mini-batch's `d(embeddings)/d(weights)ᵀ · cached_grad` to `gradients`.
+
+    Args:
+        encode: callable, tokenised features -> float32 embeddings; the same
+            calls, in the same order, as in pass 1.
+        features: dict of `(batch, length)` tensors.
+        size: int. Rows per call.
+        cached_grad: float32 `(batch, dim)`, dLoss/dEmbeddings from pass 2.
+        weights: list of variables.
+        gradients: list of float32 tensors, one per weight, to add to.
+        embeddings: float32 `(batch, dim)`, pass 1's embeddings.
+
+    Returns:
+        `(gradients, replay_error)`: the sums, and the largest absolute
+        difference between the recomputed embeddings and pass 1's.
+    """
+    count, mini_batch = mini_batches(features, size)
+
+    def body(i, accumulated, replay_error):
+        part, (start, stop) = mini_batch(i)
+        with tf.GradientTape() as tape:
+            recomputed = encode(part)
+        grads = tape.gradient(recomputed, weights, output_gradients=cached_grad[start:stop])
+        error = tf.maximum(replay_error, tf.reduce_max(tf.abs(recomputed - embeddings[start:stop])))
+        return i + 1, [a + g for a, g in zip(accumulated, _dense(grads, weights), strict=True)], error
+
+    loop_vars = (tf.constant(0), list(gradients), tf.constant(0.0))
+    _, gradients, replay_error = tf.while_loop(lambda i, *_: i < count, body, loop_vars, parallel_iterations=1)
+    return gradients, replay_error
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
@@ -179,7 +249,7 @@ class CachedContrastiveSiamese(ContrastiveSiamese):
         # Pass 1 (no tape), after saving the dropout seeds it consumes.
         state = self.encoder.non_trainable_variables
         saved = [tf.identity(v.value) for v in state]
-        embeddings = [self._embed(features[role]) for role in roles]
+        embeddings = [embed_in_mini_batches(self._encode, features[role], self.mini_batch_size) for role in roles]
         # Pass 2: the loss of the whole batch and its gradient w.r.t. the embeddings.
         weights = self.trainable_weights
         with tf.GradientTape() as tape:
@@ -191,11 +261,28 @@ class CachedContrastiveSiamese(ContrastiveSiamese):
         grads = tape.gradient(scaled, embeddings + weights)
         cached, gradients = grads[: len(roles)], _dense(grads[len(roles) :], weights)
         # Pass 3: the same mini-batches with the same seeds, now under a tape.
+        self._restore_state(state, saved)
+        for role, embedding, cached_grad in zip(roles, embeddings, cached, strict=True):
+            gradients, replay_error = backward_in_mini_batches(
+                self._encode, features[role], self.mini_batch_size, cached_grad, weights, gradients, embedding
+            )
+            tf.debugging.assert_less_equal(
+                replay_error,
+                REPLAY_TOLERANCE * (tf.reduce_max(tf.abs(embedding)) + 1e-6),
+                message=f"CachedContrastiveSiamese: the second pass over the {role!r} mini-batches gave other "
+                "embeddings than the first, so the cached gradients do not apply. The encoder has randomness "
+                "outside Keras `SeedGenerator`s (or state outside its non-trainable variables); "
+                "train it with `ContrastiveSiamese` instead.",
+            )
+        return loss, y_pred, gradients
+
+    def _restore_state(self, state, saved):
+        """Puts the encoder's non-trainable variables (dropout seeds) back to `saved`."""
         for variable, value in zip(state, saved, strict=True):
             variable.assign(value)
-        for role, cached_grad in zip(roles, cached, strict=True):
-            gradients = self._backward(features[role], cached_grad, weights, gradients)
-        return loss, y_pred, gradients
+
+    def _encode(self, features):
+        return tf.cast(self.encoder(features, training=True), "float32")
 
     def _outputs_from_embeddings(self, embeddings):
         """The model's outputs from `{role: embedding}`, as its functional graph computes them."""
@@ -204,50 +291,6 @@ class CachedContrastiveSiamese(ContrastiveSiamese):
         prefixes = {role: self.prefixes(embedding) for role, embedding in embeddings.items()}
         heads = [self.head({role: p[i] for role, p in prefixes.items()}) for i in range(len(self.matryoshka_dims))]
         return ops.stack(heads, axis=1)
-
-    def _mini_batches(self, features):
-        """`(count, slice_fn)`: the number of mini-batches and `i -> (features_i, rows_i)`."""
-        size = self.mini_batch_size
-        batch = tf.shape(next(iter(features.values())))[0]
-        count = (batch + size - 1) // size
-
-        def mini_batch(i):
-            start = i * size
-            stop = tf.minimum(start + size, batch)
-            return {name: value[start:stop] for name, value in features.items()}, (start, stop)
-
-        return count, mini_batch
-
-    def _encode(self, features):
-        return tf.cast(self.encoder(features, training=True), "float32")
-
-    def _embed(self, features):
-        """Pass 1: float32 `(batch, dim)` embeddings, one mini-batch at a time, no gradients."""
-        count, mini_batch = self._mini_batches(features)
-        dim = self.encoder.output.shape[-1]
-        parts = tf.TensorArray(tf.float32, size=count, infer_shape=False, element_shape=tf.TensorShape([None, dim]))
-
-        def body(i, parts):
-            return i + 1, parts.write(i, self._encode(mini_batch(i)[0]))
-
-        _, parts = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), parts), parallel_iterations=1)
-        return tf.stop_gradient(parts.concat())
-
-    def _backward(self, features, cached_grad, weights, gradients):
-        """Pass 3: adds `d(embeddings)/d(weights)ᵀ · cached_grad` of each mini-batch to `gradients`."""
-        count, mini_batch = self._mini_batches(features)
-
-        def body(i, accumulated):
-            part, (start, stop) = mini_batch(i)
-            with tf.GradientTape() as tape:
-                embeddings = self._encode(part)
-            grads = tape.gradient(embeddings, weights, output_gradients=cached_grad[start:stop])
-            return i + 1, [a + g for a, g in zip(accumulated, _dense(grads, weights), strict=True)]
-
-        _, gradients = tf.while_loop(
-            lambda i, _: i < count, body, (tf.constant(0), list(gradients)), parallel_iterations=1
-        )
-        return gradients
 
     # === Config ===
 

@@ -154,9 +154,13 @@ def test_dropout_masks_are_replayed_in_the_second_pass():
     assert_same_gradients(gradients, expected, model.trainable_weights)
     for v, a in zip(state, after, strict=True):  # seeds end where pass 1 left them
         np.testing.assert_array_equal(v.numpy(), a)
-    # Without the replay, pass 3 would see other masks: the no-dropout loss differs.
+    # Without the replay, pass 3 draws other masks: the step refuses to apply
+    # gradients of another function.
     eval_loss = model.compute_loss(x=x, y=None, y_pred=model(x, training=False))
     assert abs(float(eval_loss) - float(loss)) > 1e-4
+    model._restore_state = lambda state, saved: None
+    with pytest.raises(tf.errors.InvalidArgumentError, match="second pass over the 'anchor' mini-batches"):
+        model.cached_gradients(x)
 
 
 def test_one_fit_step_updates_weights_as_the_uncached_model():
