@@ -40,7 +40,17 @@ state), dropout stays on as in the uncached model, and after the step the
 seeds stand where pass 1 left them. (Turning dropout off in both passes
 would be simpler but trains a different model than `ContrastiveSiamese`.)
 The reference for the test is the same loss taped through the same
-mini-batch passes with the same restored seeds.
+mini-batch passes with the same restored seeds. Pass 3 also compares its
+embeddings with pass 1's: an encoder with randomness outside Keras' seed
+generators would make them differ, and the step then fails with an error
+naming the role instead of applying gradients of another function.
+
+Optimizer: the accumulated gradients are dense. The uncached model hands
+Keras the token embedding's gradient as `IndexedSlices`, on which Keras'
+Adam squares each occurrence's row before summing (its second moment of a
+repeated token is a sum of squares, not the square of the sum); with SGD
+(with or without momentum) both give the same step, with Adam the cached
+step is the dense one (as in PyTorch).
 
 Mixed precision: under `mixed_float16`, `compile` wraps the optimizer in a
 `LossScaleOptimizer`; pass 2 differentiates the *scaled* loss, so the cached
