@@ -59,6 +59,7 @@ _EXPORTS = {
     "transfer_evaluation": "evaluation",
     "triplet_evaluation": "evaluation",
     "export_saved_model": "export",
+    "CachedContrastiveSiamese": "cached_siamese",
     "MaskedPooling": "layers",
     "InBatchNegativesLoss": "losses",
     "TripletLoss": "losses",
