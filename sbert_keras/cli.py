@@ -17,11 +17,13 @@ import zipfile
 
 from sbert_keras import console
 from sbert_keras import defaults
+from sbert_keras import index
 from sbert_keras.checks import check_positive_int
 from sbert_keras.cli_commands import cmd_cluster
 from sbert_keras.cli_commands import cmd_encode
 from sbert_keras.cli_commands import cmd_evaluate
 from sbert_keras.cli_commands import cmd_export
+from sbert_keras.cli_commands import cmd_index
 from sbert_keras.cli_commands import cmd_search
 from sbert_keras.cli_commands import cmd_train
 from sbert_keras.cli_commands import evaluate_all  # noqa: F401 (public here too)
@@ -142,13 +144,43 @@ def build_parser():
         "(bf16 on AVX512-BF16/AMX CPUs; use float32 for servers without bf16)",
     )
     p.add_argument("--quantize", choices=["int8"], help="Keras int8 weight quantization before exporting")
+
+    p = sub.add_parser("index", help="build or search an approximate-nearest-neighbour index (faiss)")
+    p.set_defaults(fn=cmd_index)
+    index.add_arguments(p)
+
+    # Parsed by `embed_corpus_args` (apache-beam is optional); listed here for --help.
+    sub.add_parser("embed-corpus", help=EMBED_CORPUS_HELP, add_help=False)
     return parser
+
+
+EMBED_CORPUS_HELP = "embed a corpus into Parquet shards with Apache Beam RunInference (needs apache-beam)"
+
+
+def embed_corpus_args(argv):
+    """The arguments of `embed-corpus`: its own flags, and Beam's options (`args.pipeline_args`) passed through.
+
+    `sbert_keras.beam` is imported here only: apache-beam is an optional extra.
+    """
+    try:
+        from sbert_keras import beam
+    except ImportError as error:
+        raise SystemExit(f"sbert-keras embed-corpus: error: {error} (pip install sbert_keras[beam])") from None
+    parser = argparse.ArgumentParser(
+        prog="sbert-keras embed-corpus",
+        description=EMBED_CORPUS_HELP + ". Other options (--runner, --direct_num_workers, ...) go to Beam.",
+    )
+    beam.add_arguments(parser)
+    args, unknown = parser.parse_known_args(argv[1:])
+    args.pipeline_args, args.fn, args.command = unknown, beam.run, "embed-corpus"
+    return args
 
 
 # Errors a user can cause (bad file, bad argument, no network, a corrupt
 # `.keras`/`.h5` file: h5py raises OSError, zipfile BadZipFile). Anything
 # else is a bug and keeps its traceback.
-EXPECTED_ERRORS = (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile)
+# ImportError: an optional dependency is missing (faiss for `index`).
+EXPECTED_ERRORS = (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile, ImportError)
 
 
 def error_message(error):
@@ -165,7 +197,11 @@ def error_message(error):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)  # --help and usage errors need no TensorFlow
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["embed-corpus"]:
+        args = embed_corpus_args(argv)
+    else:
+        args = build_parser().parse_args(argv)  # --help and usage errors need no TensorFlow
     # Set TensorFlow's logging environment before anything imports it.
     console.quiet_tensorflow()
     try:
@@ -175,6 +211,10 @@ def main(argv=None):
     except EXPECTED_ERRORS as e:
         print(f"sbert-keras {args.command}: error: {error_message(e)}", file=sys.stderr)
         return 2
+    if args.command == "index" and args.index_command == "search":  # one JSON line per query
+        for line in result:
+            print(json.dumps(line, ensure_ascii=False))
+        return 0
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0
 

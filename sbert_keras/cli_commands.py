@@ -22,6 +22,7 @@ import time
 
 from sbert_keras import data
 from sbert_keras import defaults
+from sbert_keras import index
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
 
@@ -306,3 +307,10 @@ def cmd_export(args):
         "input": "text: string[None]",
         "output": f"embeddings: float32[None, {encoder.embedding_dim}]",
     }
+
+
+def cmd_index(args):
+    """`index build` (a summary) or `index search` (one result per query, printed as JSON lines by `main`)."""
+    if args.index_command == "build":
+        return index.run_build(args)
+    return index.run_search(args, load_encoder)

@@ -538,3 +538,44 @@ def test_train_precision_takes_the_precision_vocabulary(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(base + ["--precision", "int8"])
     assert "must be one of auto, float32, bfloat16, float16, got 'int8'" in capsys.readouterr().err
+
+
+# --- issues 13 and 14: embed-corpus (Apache Beam) and index build|search (faiss) ---
+
+
+def test_help_lists_embed_corpus_and_index(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "embed-corpus" in out and "index" in out
+
+
+def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file):
+    pytest.importorskip("apache_beam")
+    pytest.importorskip("faiss")
+    lines = tmp_path / "corpus.txt"
+    lines.write_text("\n".join(CORPUS) + "\n")
+    folder = tmp_path / "emb"
+    # --direct_num_workers is Beam's own option, passed through.
+    out = run_cli(
+        capsys, "embed-corpus", "--model", encoder_file, "--input", lines, "--output", folder,
+        "--precision", "float32", "--direct_num_workers", 1,
+    )  # fmt: skip
+    assert out["texts"] == 6 and out["dim"] == 8 and any(folder.glob("*.parquet"))
+    built = run_cli(capsys, "index", "build", "--embeddings", folder, "--output", tmp_path / "idx", "--kind", "flat")
+    assert built["count"] == 6 and built["dim"] == 8
+    code = main(["index", "search", "--index", str(tmp_path / "idx"), "--model", str(encoder_file),
+                 "--query", CORPUS[2], "--query", CORPUS[4], "--top-k", "2"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    results = [json.loads(line) for line in out.out.splitlines()]  # one JSON line per query
+    assert [r["query"] for r in results] == [CORPUS[2], CORPUS[4]]
+    assert [r["hits"][0]["id"] for r in results] == ["3", "5"]  # 1-based line numbers
+    assert results[0]["hits"][0]["score"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_index_without_faiss_is_a_one_line_error(capsys, monkeypatch, tmp_path, encoder_file):
+    monkeypatch.setattr("sbert_keras.index.faiss", None)
+    np.save(tmp_path / "e.npy", np.eye(3, 8, dtype="float32"))
+    err = cli_error(capsys, "index", "build", "--embeddings", tmp_path / "e.npy", "--output", tmp_path / "idx")
+    assert "error:" in err and "faiss" in err
