@@ -24,6 +24,7 @@ from sbert_keras.cli_commands import cmd_encode
 from sbert_keras.cli_commands import cmd_evaluate
 from sbert_keras.cli_commands import cmd_export
 from sbert_keras.cli_commands import cmd_index
+from sbert_keras.cli_commands import cmd_mine_negatives
 from sbert_keras.cli_commands import cmd_search
 from sbert_keras.cli_commands import cmd_train
 from sbert_keras.cli_commands import evaluate_all  # noqa: F401 (public here too)
@@ -53,6 +54,19 @@ def training_precision(text):
     if text not in defaults.POLICY_PRECISIONS:
         raise argparse.ArgumentTypeError(f"must be one of {', '.join(defaults.POLICY_PRECISIONS)}, got {text!r}")
     return text
+
+
+# `mine-negatives` flag -> type; each goes to the `mine_hard_negatives` argument of its name.
+MINING_FLAGS = {
+    "--num-negatives": positive_int,
+    "--range-min": int,
+    "--range-max": int,
+    "--margin": float,
+    "--relative-margin": float,
+    "--max-score": float,
+    "--min-score": float,
+    "--seed": int,
+}
 
 
 def build_parser():
@@ -107,6 +121,8 @@ def build_parser():
     p.add_argument("--sts")
     p.add_argument("--triplets", help="triplet .csv or NLI .jsonl")
     p.add_argument("--nli", help="NLI .jsonl (classification models)")
+    p.add_argument("--ir", help="information retrieval set, a folder in the BEIR layout")
+    p.add_argument("--split", default="test", help="qrels split of --ir (qrels/<split>.tsv)")
 
     p = add("encode", cmd_encode, "embed a file of lines into a .npy")
     p.add_argument("--input", required=True)
@@ -144,6 +160,17 @@ def build_parser():
         "(bf16 on AVX512-BF16/AMX CPUs; use float32 for servers without bf16)",
     )
     p.add_argument("--quantize", choices=["int8"], help="Keras int8 weight quantization before exporting")
+
+    p = add("mine-negatives", cmd_mine_negatives, "mine hard negatives for (anchor, positive) pairs into triplets")
+    p.add_argument("--pairs", required=True, help="CSV with anchor,positive (or query,positive) columns")
+    p.add_argument("--corpus", help="file of lines: candidate negatives besides the positives")
+    p.add_argument("--output", required=True, help="triplet CSV (anchor,positive,negative)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    # Flags left out keep the defaults of `hard_negatives.mine_hard_negatives` (defined there only).
+    mined = "(default: mine_hard_negatives')"
+    for flag, kind in MINING_FLAGS.items():
+        p.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=mined)
+    p.add_argument("--sampling", choices=["top", "random"], default=argparse.SUPPRESS, help=f"strategy {mined}")
 
     p = sub.add_parser("index", help="build or search an approximate-nearest-neighbour index (faiss)")
     p.set_defaults(fn=cmd_index)

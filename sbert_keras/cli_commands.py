@@ -214,10 +214,18 @@ def dev_is_sts(dev):
 
 
 def cmd_evaluate(args):
-    if not (args.sts or args.triplets or args.nli):
-        raise SystemExit("evaluate: give at least one of --sts, --triplets, --nli")
+    """Metrics of each given set: `--sts`, `--triplets`, `--nli` and `--ir` (a BEIR folder, `--split`)."""
+    from sbert_keras import retrieval_evaluation
+
+    if not (args.sts or args.triplets or args.nli or args.ir):
+        raise SystemExit("evaluate: give at least one of --sts, --triplets, --nli, --ir")
+    check_flag(args.batch_size, "--batch-size")
+    ir = retrieval_evaluation.read_beir(args.ir, args.split) if args.ir else None  # bad files fail before the model
     encoder, model = load_encoder(args.model)
-    return evaluate_all(encoder, model, args.sts, args.triplets, args.nli, args.batch_size)
+    metrics = evaluate_all(encoder, model, args.sts, args.triplets, args.nli, args.batch_size)
+    if ir:
+        metrics.update(retrieval_evaluation.information_retrieval_evaluation(encoder, *ir, batch_size=args.batch_size))
+    return metrics
 
 
 def cmd_encode(args):
@@ -314,3 +322,37 @@ def cmd_index(args):
     if args.index_command == "build":
         return index.run_build(args)
     return index.run_search(args, load_encoder)
+
+
+# `mine-negatives` flags kept as they are (other names map to `mine_hard_negatives`' arguments).
+MINING_ARGS = ("num_negatives", "range_min", "range_max", "margin", "relative_margin", "max_score", "min_score", "seed")
+
+
+def cmd_mine_negatives(args):
+    """Mines hard negatives for `--pairs` into the triplet CSV `--output` (`hard_negatives`).
+
+    Flags left out keep `mine_hard_negatives`' defaults (argparse leaves them unset).
+    """
+    from sbert_keras import hard_negatives  # imports scikit-learn (via search): not for --help
+
+    batch_size = check_flag(args.batch_size, "--batch-size")
+    pairs = hard_negatives.read_pairs_csv(args.pairs)
+    corpus = read_nonempty_lines(args.corpus, "--corpus") if args.corpus else None
+    output = outputs.check_writable(args.output)
+    if os.path.exists(output) and not args.overwrite:
+        raise ValueError(f"--output {output} already exists; pass --overwrite to replace it.")
+    options = {name: getattr(args, name) for name in MINING_ARGS if hasattr(args, name)}
+    if hasattr(args, "sampling"):
+        options["sampling_strategy"] = args.sampling
+    encoder, _ = load_encoder(args.model)
+    mined = hard_negatives.mine_hard_negatives(
+        encoder, pairs.anchor, pairs.positive, corpus=corpus, batch_size=batch_size, show_progress=True, **options
+    )
+    written = hard_negatives.write_triplets_csv(output, mined, overwrite=args.overwrite)
+    return {
+        "pairs": len(pairs),
+        "corpus": len(corpus) if corpus else 0,
+        "triplets": len(mined),
+        "anchors_short": mined.num_short,
+        "output": written,
+    }

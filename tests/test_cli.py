@@ -579,3 +579,55 @@ def test_index_without_faiss_is_a_one_line_error(capsys, monkeypatch, tmp_path, 
     np.save(tmp_path / "e.npy", np.eye(3, 8, dtype="float32"))
     err = cli_error(capsys, "index", "build", "--embeddings", tmp_path / "e.npy", "--output", tmp_path / "idx")
     assert "error:" in err and "faiss" in err
+
+
+# --- issue 14: mine-negatives and evaluate --ir ---
+
+
+def test_mine_negatives_writes_triplets_and_keeps_the_library_defaults(capsys, tmp_path, encoder_file):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("anchor,positive\n" + "".join(f'"{a}","{b}"\n' for a, b in zip(CORPUS[::2], CORPUS[1::2])))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n")
+    output = tmp_path / "triplets.csv"
+    args = ["mine-negatives", "--model", encoder_file, "--pairs", pairs, "--corpus", corpus, "--output", output]
+    out = run_cli(capsys, *args, "--num-negatives", 2)
+    assert out["pairs"] == 3 and out["triplets"] == 6 and out["anchors_short"] == 0
+    triplets = outputs_of(output)
+    assert len(triplets) == 6 and all(n not in (a, p) for a, p, n in triplets)
+    assert "already exists" in cli_error(capsys, *args)
+    out = run_cli(capsys, *args, "--overwrite", "--sampling", "random", "--seed", 1)
+    assert out["triplets"] == 9  # num_negatives: the library's default, 3
+    with pytest.raises(SystemExit):  # a usage error, before anything loads
+        main([str(a) for a in args] + ["--num-negatives", "0"])
+    assert "argument --num-negatives: must be an integer >= 1" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,label\na,b\n")
+    assert f"{bad}, line 1" in cli_error(capsys, *args[:3], "--pairs", bad, "--output", tmp_path / "x.csv")
+
+
+def outputs_of(path):
+    from sbert_keras import data
+
+    t = data.read_triplets_csv(str(path))
+    return list(zip(t.anchor, t.positive, t.negative))
+
+
+def write_beir(folder):
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(CORPUS))
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i]}) + "\n" for i in (0, 2))
+    )
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\nq2\td2\t1\n")
+    return folder
+
+
+def test_evaluate_ir_prints_retrieval_metrics(capsys, tmp_path, encoder_file):
+    folder = write_beir(tmp_path / "beir")
+    out = run_cli(capsys, "evaluate", "--model", encoder_file, "--ir", folder)
+    assert out["cosine_mrr@10"] == pytest.approx(1.0) and out[out["primary"]] == pytest.approx(1.0)
+    err = cli_error(capsys, "evaluate", "--model", encoder_file, "--ir", folder, "--split", "dev")
+    assert "dev.tsv" in err
