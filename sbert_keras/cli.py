@@ -41,6 +41,19 @@ def positive_int(text):
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
 
 
+def dimensions(text):
+    """argparse `type` of `--matryoshka-dims`: comma-separated integers >= 1 (`384,256,128,64`)."""
+    try:
+        dims = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        dims = ()
+    if not dims or min(dims) < 1 or len(set(dims)) != len(dims):
+        raise argparse.ArgumentTypeError(
+            f"must be distinct comma-separated integers >= 1 such as 384,256,128,64, got {text!r}"
+        )
+    return dims
+
+
 def training_precision(text):
     """argparse `type` of `train --precision`: a word of `defaults.POLICY_PRECISIONS`.
 
@@ -82,7 +95,12 @@ def build_parser():
 
     p = add("train", cmd_train, "fine-tune an encoder with one SBERT objective")
     p.add_argument("--objective", required=True, choices=list(defaults.OBJECTIVES))
-    p.add_argument("--train", required=True, help="STS .csv, NLI .jsonl or triplet .csv")
+    p.add_argument("--train", required=True, help="STS .csv (regression, cosent, angle), NLI .jsonl or triplet .csv")
+    p.add_argument(
+        "--matryoshka-dims",
+        type=dimensions,
+        help="also train these embedding prefixes, e.g. 384,256,128,64 (Matryoshka; not with angle)",
+    )
     p.add_argument("--dev", help="STS .csv, NLI .jsonl or triplet .csv for dev metrics")
     p.add_argument("--epochs", type=int, default=defaults.PAPER_EPOCHS)
     p.add_argument("--lr", type=float, default=defaults.PAPER_LEARNING_RATE)

@@ -149,6 +149,12 @@ def cmd_train(args):
         check_flag(value, flag)
     if not math.isfinite(args.lr) or args.lr <= 0:
         raise ValueError(f"--lr must be a finite number > 0; received {args.lr!r}.")
+    model_kwargs = {"matryoshka_dims": args.matryoshka_dims} if args.matryoshka_dims else {}
+    if model_kwargs and args.objective == "angle":
+        raise ValueError(
+            "--matryoshka-dims does not apply to --objective angle (AnglE's loss is on the full embeddings); "
+            "use cosent or regression."
+        )
     target = outputs.prepare_dir(args.output, overwrite=args.overwrite)
     train = read_examples(args.train, args.objective, args.limit)
     if not len(train):
@@ -183,6 +189,7 @@ def cmd_train(args):
             overwrite=args.overwrite,
             keep_backup=True,
             run_info=run_info,
+            **model_kwargs,
         )
         seconds = time.perf_counter() - start
         outputs.replace_atomically(encoder.save, os.path.join(work, "encoder.keras"), ".keras")
@@ -193,6 +200,7 @@ def cmd_train(args):
             "precision": precision,
             "train_examples": len(train),
             "epochs": args.epochs,
+            **model_kwargs,
             "train_seconds": round(seconds, 2),
             "dev_before": before,
             "dev_after": {k[4:]: v[-1] for k, v in history.history.items() if k.startswith("dev_")},
