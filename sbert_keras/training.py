@@ -124,7 +124,7 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3):
         )
     if objective in SCORED_PAIR_OBJECTIVES and isinstance(examples, data.NLIPairs):
         raise TypeError(
-            f"The {objective} objective trains on similarity scores (STS 0-5); received NLI pairs "
+            f"The {objective} objective trains on STS scores (similarities, e.g. 0-5); received NLI pairs "
             "(labels 0/1/2 are classes, not similarities). Use the classification, "
             "triplet or contrastive objective for NLI data."
         )

@@ -631,3 +631,34 @@ def test_evaluate_ir_prints_retrieval_metrics(capsys, tmp_path, encoder_file):
     assert out["cosine_mrr@10"] == pytest.approx(1.0) and out[out["primary"]] == pytest.approx(1.0)
     err = cli_error(capsys, "evaluate", "--model", encoder_file, "--ir", folder, "--split", "dev")
     assert "dev.tsv" in err
+
+
+# --- train --objective cosent|angle, --matryoshka-dims ---
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--objective", "angle", "--matryoshka-dims", "8,4"], "--matryoshka-dims does not apply to --objective angle"),
+        (["--objective", "cosent", "--matryoshka-dims", "8,x"], "argument --matryoshka-dims: must be distinct"),
+        (["--objective", "cosent", "--matryoshka-dims", "8,0"], "argument --matryoshka-dims: must be distinct"),
+        (["--objective", "ranking"], "argument --objective: invalid choice"),
+    ],
+)
+def test_new_objective_flags_name_the_flag_before_anything_loads(capsys, tmp_path, files, flags, message):
+    args = ["train", "--model", tmp_path / "none.keras", "--train", files["sts"], "--output", tmp_path / "out", *flags]
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exit:  # a usage error
+        code = exit.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_train_cosent_with_matryoshka_dims(capsys, tmp_path, files, encoder_file):
+    out = run_cli(
+        capsys, "train", "--objective", "cosent", "--model", encoder_file, "--train", files["sts"],
+        "--output", tmp_path / "run", "--matryoshka-dims", "8,4", "--batch-size", 4, "--quiet",
+    )  # fmt: skip
+    assert out["objective"] == "cosent" and out["matryoshka_dims"] == [8, 4]
+    assert np.isfinite(out["history"]["loss"][0]) and os.path.exists(tmp_path / "run" / "encoder.keras")

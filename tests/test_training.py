@@ -384,7 +384,7 @@ def test_cosent_and_angle_objectives_train_on_raw_scores(tmp_path, objective, ma
 def test_cosent_and_angle_refuse_what_does_not_fit():
     with pytest.raises(TypeError, match="cosent objective trains on scored sentence pairs"):
         training.objective_inputs("cosent", data.Triplets(A, B, C))
-    with pytest.raises(TypeError, match="angle objective trains on similarity scores"):
+    with pytest.raises(TypeError, match="angle objective trains on STS scores.*NLI pairs"):
         training.objective_inputs("angle", data.NLIPairs(A, B, np.zeros(16, "int32")))
     with pytest.raises(ValueError, match="finite similarity scores; item 1"):
         training.objective_inputs("angle", data.SentencePairs(A[:2], B[:2], np.array([1.0, np.nan])))
