@@ -209,8 +209,9 @@ def embed_corpus_args(argv):
     """
     try:
         from sbert_keras import beam
-    except ImportError as error:
-        raise SystemExit(f"sbert-keras embed-corpus: error: {error} (pip install sbert_keras[beam])") from None
+    except ImportError as error:  # exit status 2, as for any error the user can fix
+        print(f"sbert-keras embed-corpus: error: {error} (pip install sbert_keras[beam])", file=sys.stderr)
+        raise SystemExit(2) from None
     parser = argparse.ArgumentParser(
         prog="sbert-keras embed-corpus",
         description=EMBED_CORPUS_HELP + ". Other options (--runner, --direct_num_workers, ...) go to Beam.",

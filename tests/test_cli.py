@@ -550,6 +550,21 @@ def test_help_lists_embed_corpus_and_index(capsys):
     assert "embed-corpus" in out and "index" in out
 
 
+def test_embed_corpus_help_and_missing_apache_beam(capsys, monkeypatch):
+    pytest.importorskip("apache_beam")
+    with pytest.raises(SystemExit):
+        main(["embed-corpus", "--help"])
+    assert "--beam-batch-size" in capsys.readouterr().out
+    import sbert_keras
+
+    monkeypatch.delattr(sbert_keras, "beam", raising=False)
+    monkeypatch.setitem(sys.modules, "sbert_keras.beam", None)  # as if apache-beam were not installed
+    with pytest.raises(SystemExit) as stop:
+        main(["embed-corpus", "--model", "m.keras", "--input", "a.txt", "--output", "out"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("sbert-keras embed-corpus: error:") and "[beam]" in err
+
+
 def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file):
     pytest.importorskip("apache_beam")
     pytest.importorskip("faiss")
