@@ -69,11 +69,23 @@ def training_precision(text):
     return text
 
 
-# `mine-negatives` flag -> type; each goes to the `mine_hard_negatives` argument of its name.
+def non_negative_int(text):
+    """argparse `type`: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+# `mine-negatives` flag -> type; each goes to the `mine_hard_negatives` argument
+# of its name (dest `mine_<name>`, collected by `cmd_mine_negatives`).
 MINING_FLAGS = {
     "--num-negatives": positive_int,
-    "--range-min": int,
-    "--range-max": int,
+    "--range-min": non_negative_int,
+    "--range-max": positive_int,
     "--margin": float,
     "--relative-margin": float,
     "--max-score": float,
@@ -187,8 +199,15 @@ def build_parser():
     # Flags left out keep the defaults of `hard_negatives.mine_hard_negatives` (defined there only).
     mined = "(default: mine_hard_negatives')"
     for flag, kind in MINING_FLAGS.items():
-        p.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=mined)
-    p.add_argument("--sampling", choices=["top", "random"], default=argparse.SUPPRESS, help=f"strategy {mined}")
+        dest = "mine_" + flag[2:].replace("-", "_")
+        p.add_argument(flag, type=kind, dest=dest, default=argparse.SUPPRESS, help=mined)
+    p.add_argument(
+        "--sampling",
+        choices=["top", "random"],
+        dest="mine_sampling_strategy",
+        default=argparse.SUPPRESS,
+        help=f"top: the best candidates, random: a sample of the rank window {mined}",
+    )
 
     p = sub.add_parser("index", help="build or search an approximate-nearest-neighbour index (faiss)")
     p.set_defaults(fn=cmd_index)

@@ -332,10 +332,6 @@ def cmd_index(args):
     return index.run_search(args, load_encoder)
 
 
-# `mine-negatives` flags kept as they are (other names map to `mine_hard_negatives`' arguments).
-MINING_ARGS = ("num_negatives", "range_min", "range_max", "margin", "relative_margin", "max_score", "min_score", "seed")
-
-
 def cmd_mine_negatives(args):
     """Mines hard negatives for `--pairs` into the triplet CSV `--output` (`hard_negatives`).
 
@@ -349,9 +345,12 @@ def cmd_mine_negatives(args):
     output = outputs.check_writable(args.output)
     if os.path.exists(output) and not args.overwrite:
         raise ValueError(f"--output {output} already exists; pass --overwrite to replace it.")
-    options = {name: getattr(args, name) for name in MINING_ARGS if hasattr(args, name)}
-    if hasattr(args, "sampling"):
-        options["sampling_strategy"] = args.sampling
+    # The mining flags given (`mine_<argument>`); the others keep the function's defaults.
+    options = {name[5:]: value for name, value in vars(args).items() if name.startswith("mine_")}
+    if options.get("range_min", 0) >= options.get("range_max", math.inf):
+        raise ValueError(
+            f"--range-min ({options['range_min']}) must be smaller than --range-max ({options['range_max']})."
+        )
     encoder, _ = load_encoder(args.model)
     mined = hard_negatives.mine_hard_negatives(
         encoder, pairs.anchor, pairs.positive, corpus=corpus, batch_size=batch_size, show_progress=True, **options

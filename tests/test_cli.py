@@ -616,6 +616,8 @@ def test_mine_negatives_writes_triplets_and_keeps_the_library_defaults(capsys, t
     with pytest.raises(SystemExit):  # a usage error, before anything loads
         main([str(a) for a in args] + ["--num-negatives", "0"])
     assert "argument --num-negatives: must be an integer >= 1" in capsys.readouterr().err
+    err = cli_error(capsys, *args, "--overwrite", "--range-min", 4, "--range-max", 2)
+    assert "--range-min (4) must be smaller than --range-max (2)" in err
     bad = tmp_path / "bad.csv"
     bad.write_text("text,label\na,b\n")
     assert f"{bad}, line 1" in cli_error(capsys, *args[:3], "--pairs", bad, "--output", tmp_path / "x.csv")
