@@ -83,14 +83,14 @@ def non_negative_int(text):
 # `mine-negatives` flag -> type; each goes to the `mine_hard_negatives` argument
 # of its name (dest `mine_<name>`, collected by `cmd_mine_negatives`).
 MINING_FLAGS = {
-    "--num-negatives": positive_int,
-    "--range-min": non_negative_int,
-    "--range-max": positive_int,
-    "--margin": float,
-    "--relative-margin": float,
-    "--max-score": float,
-    "--min-score": float,
-    "--seed": int,
+    "--num-negatives": (positive_int, "negatives per anchor"),
+    "--range-min": (non_negative_int, "skip the candidates ranked before this (0-based)"),
+    "--range-max": (positive_int, "use no candidate ranked from this on"),
+    "--margin": (float, "keep candidates scoring <= positive score - margin"),
+    "--relative-margin": (float, "keep candidates scoring <= positive score - |positive score| * relative margin"),
+    "--max-score": (float, "drop candidates scoring above this"),
+    "--min-score": (float, "drop candidates scoring below this"),
+    "--seed": (int, "seed of --sampling random"),
 }
 
 
@@ -198,9 +198,16 @@ def build_parser():
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     # Flags left out keep the defaults of `hard_negatives.mine_hard_negatives` (defined there only).
     mined = "(default: mine_hard_negatives')"
-    for flag, kind in MINING_FLAGS.items():
-        dest = "mine_" + flag[2:].replace("-", "_")
-        p.add_argument(flag, type=kind, dest=dest, default=argparse.SUPPRESS, help=mined)
+    for flag, (kind, text) in MINING_FLAGS.items():
+        name = flag[2:].replace("-", "_")
+        p.add_argument(
+            flag,
+            type=kind,
+            dest="mine_" + name,
+            metavar=name.upper(),
+            default=argparse.SUPPRESS,
+            help=f"{text} {mined}",
+        )
     p.add_argument(
         "--sampling",
         choices=["top", "random"],
