@@ -5,9 +5,11 @@ sbert_keras` alone does not import TensorFlow, so an entry point such as
 `sbert-keras` (`sbert_keras.cli:main`) can set TensorFlow's logging
 environment first (`sbert_keras.console`). The first access of any public
 name imports every module below, as an eager `__init__` would, so all
-custom Keras objects are registered for `keras.saving.load_model`. When Keras
-is already imported (`import keras` before `import sbert_keras`), everything
-is imported at once. Otherwise touch any public name (e.g.
+custom Keras objects are registered for `keras.saving.load_model`
+(`sbert_keras.index` imports without faiss, its optional dependency: faiss
+is needed only to build or load an `EmbeddingIndex`). When Keras is already
+imported (`import keras` before `import sbert_keras`), everything is
+imported at once. Otherwise touch any public name (e.g.
 `sbert_keras.SentenceEncoder`) before `keras.saving.load_model` of a file
 holding sbert_keras objects.
 
@@ -60,7 +62,14 @@ _EXPORTS = {
     "triplet_evaluation": "evaluation",
     "export_saved_model": "export",
     "CachedContrastiveSiamese": "cached_siamese",
+    "mine_hard_negatives": "hard_negatives",
+    "write_triplets_csv": "hard_negatives",
+    "EmbeddingIndex": "index",
     "MaskedPooling": "layers",
+    "binary_classification_evaluation": "pair_evaluation",
+    "paraphrase_mining_evaluation": "pair_evaluation",
+    "information_retrieval_evaluation": "retrieval_evaluation",
+    "read_beir": "retrieval_evaluation",
     "InBatchNegativesLoss": "losses",
     "TripletLoss": "losses",
     "AnglELoss": "losses_modern",

@@ -17,11 +17,14 @@ import zipfile
 
 from sbert_keras import console
 from sbert_keras import defaults
+from sbert_keras import index
 from sbert_keras.checks import check_positive_int
 from sbert_keras.cli_commands import cmd_cluster
 from sbert_keras.cli_commands import cmd_encode
 from sbert_keras.cli_commands import cmd_evaluate
 from sbert_keras.cli_commands import cmd_export
+from sbert_keras.cli_commands import cmd_index
+from sbert_keras.cli_commands import cmd_mine_negatives
 from sbert_keras.cli_commands import cmd_search
 from sbert_keras.cli_commands import cmd_train
 from sbert_keras.cli_commands import evaluate_all  # noqa: F401 (public here too)
@@ -36,6 +39,19 @@ def positive_int(text):
         return check_positive_int(int(text), "value")
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+
+
+def dimensions(text):
+    """argparse `type` of `--matryoshka-dims`: comma-separated integers >= 1 (`384,256,128,64`)."""
+    try:
+        dims = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        dims = ()
+    if not dims or min(dims) < 1 or len(set(dims)) != len(dims):
+        raise argparse.ArgumentTypeError(
+            f"must be distinct comma-separated integers >= 1 such as 384,256,128,64, got {text!r}"
+        )
+    return dims
 
 
 def training_precision(text):
@@ -53,6 +69,31 @@ def training_precision(text):
     return text
 
 
+def non_negative_int(text):
+    """argparse `type`: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+# `mine-negatives` flag -> type; each goes to the `mine_hard_negatives` argument
+# of its name (dest `mine_<name>`, collected by `cmd_mine_negatives`).
+MINING_FLAGS = {
+    "--num-negatives": (positive_int, "negatives per anchor"),
+    "--range-min": (non_negative_int, "skip the candidates ranked before this (0-based)"),
+    "--range-max": (positive_int, "use no candidate ranked from this on"),
+    "--margin": (float, "keep candidates scoring <= positive score - margin"),
+    "--relative-margin": (float, "keep candidates scoring <= positive score - |positive score| * relative margin"),
+    "--max-score": (float, "drop candidates scoring above this"),
+    "--min-score": (float, "drop candidates scoring below this"),
+    "--seed": (int, "seed of --sampling random"),
+}
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="sbert-keras", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -66,7 +107,12 @@ def build_parser():
 
     p = add("train", cmd_train, "fine-tune an encoder with one SBERT objective")
     p.add_argument("--objective", required=True, choices=list(defaults.OBJECTIVES))
-    p.add_argument("--train", required=True, help="STS .csv, NLI .jsonl or triplet .csv")
+    p.add_argument("--train", required=True, help="STS .csv (regression, cosent, angle), NLI .jsonl or triplet .csv")
+    p.add_argument(
+        "--matryoshka-dims",
+        type=dimensions,
+        help="also train these embedding prefixes, e.g. 384,256,128,64 (Matryoshka; not with angle)",
+    )
     p.add_argument("--dev", help="STS .csv, NLI .jsonl or triplet .csv for dev metrics")
     p.add_argument("--epochs", type=int, default=defaults.PAPER_EPOCHS)
     p.add_argument("--lr", type=float, default=defaults.PAPER_LEARNING_RATE)
@@ -105,6 +151,8 @@ def build_parser():
     p.add_argument("--sts")
     p.add_argument("--triplets", help="triplet .csv or NLI .jsonl")
     p.add_argument("--nli", help="NLI .jsonl (classification models)")
+    p.add_argument("--ir", help="information retrieval set, a folder in the BEIR layout")
+    p.add_argument("--split", default="test", help="qrels split of --ir (qrels/<split>.tsv)")
 
     p = add("encode", cmd_encode, "embed a file of lines into a .npy")
     p.add_argument("--input", required=True)
@@ -142,13 +190,69 @@ def build_parser():
         "(bf16 on AVX512-BF16/AMX CPUs; use float32 for servers without bf16)",
     )
     p.add_argument("--quantize", choices=["int8"], help="Keras int8 weight quantization before exporting")
+
+    p = add("mine-negatives", cmd_mine_negatives, "mine hard negatives for (anchor, positive) pairs into triplets")
+    p.add_argument("--pairs", required=True, help="CSV with anchor,positive (or query,positive) columns")
+    p.add_argument("--corpus", help="file of lines: candidate negatives besides the positives")
+    p.add_argument("--output", required=True, help="triplet CSV (anchor,positive,negative)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    # Flags left out keep the defaults of `hard_negatives.mine_hard_negatives` (defined there only).
+    mined = "(default: mine_hard_negatives')"
+    for flag, (kind, text) in MINING_FLAGS.items():
+        name = flag[2:].replace("-", "_")
+        p.add_argument(
+            flag,
+            type=kind,
+            dest="mine_" + name,
+            metavar=name.upper(),
+            default=argparse.SUPPRESS,
+            help=f"{text} {mined}",
+        )
+    p.add_argument(
+        "--sampling",
+        choices=["top", "random"],
+        dest="mine_sampling_strategy",
+        default=argparse.SUPPRESS,
+        help=f"top: the best candidates, random: a sample of the rank window {mined}",
+    )
+
+    p = sub.add_parser("index", help="build or search an approximate-nearest-neighbour index (faiss)")
+    p.set_defaults(fn=cmd_index)
+    index.add_arguments(p)
+
+    # Parsed by `embed_corpus_args` (apache-beam is optional); listed here for --help.
+    sub.add_parser("embed-corpus", help=EMBED_CORPUS_HELP, add_help=False)
     return parser
+
+
+EMBED_CORPUS_HELP = "embed a corpus into Parquet shards with Apache Beam RunInference (needs apache-beam)"
+
+
+def embed_corpus_args(argv):
+    """The arguments of `embed-corpus`: its own flags, and Beam's options (`args.pipeline_args`) passed through.
+
+    `sbert_keras.beam` is imported here only: apache-beam is an optional extra.
+    """
+    try:
+        from sbert_keras import beam
+    except ImportError as error:  # exit status 2, as for any error the user can fix
+        print(f"sbert-keras embed-corpus: error: {error} (pip install sbert_keras[beam])", file=sys.stderr)
+        raise SystemExit(2) from None
+    parser = argparse.ArgumentParser(
+        prog="sbert-keras embed-corpus",
+        description=EMBED_CORPUS_HELP + ". Other options (--runner, --direct_num_workers, ...) go to Beam.",
+    )
+    beam.add_arguments(parser)
+    args, unknown = parser.parse_known_args(argv[1:])
+    args.pipeline_args, args.fn, args.command = unknown, beam.run, "embed-corpus"
+    return args
 
 
 # Errors a user can cause (bad file, bad argument, no network, a corrupt
 # `.keras`/`.h5` file: h5py raises OSError, zipfile BadZipFile). Anything
 # else is a bug and keeps its traceback.
-EXPECTED_ERRORS = (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile)
+# ImportError: an optional dependency is missing (faiss for `index`).
+EXPECTED_ERRORS = (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile, ImportError)
 
 
 def error_message(error):
@@ -165,7 +269,11 @@ def error_message(error):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)  # --help and usage errors need no TensorFlow
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["embed-corpus"]:
+        args = embed_corpus_args(argv)
+    else:
+        args = build_parser().parse_args(argv)  # --help and usage errors need no TensorFlow
     # Set TensorFlow's logging environment before anything imports it.
     console.quiet_tensorflow()
     try:
@@ -175,6 +283,10 @@ def main(argv=None):
     except EXPECTED_ERRORS as e:
         print(f"sbert-keras {args.command}: error: {error_message(e)}", file=sys.stderr)
         return 2
+    if args.command == "index" and args.index_command == "search":  # one JSON line per query
+        for line in result:
+            print(json.dumps(line, ensure_ascii=False))
+        return 0
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0
 

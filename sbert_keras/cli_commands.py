@@ -22,6 +22,7 @@ import time
 
 from sbert_keras import data
 from sbert_keras import defaults
+from sbert_keras import index
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
 
@@ -148,6 +149,12 @@ def cmd_train(args):
         check_flag(value, flag)
     if not math.isfinite(args.lr) or args.lr <= 0:
         raise ValueError(f"--lr must be a finite number > 0; received {args.lr!r}.")
+    model_kwargs = {"matryoshka_dims": args.matryoshka_dims} if args.matryoshka_dims else {}
+    if model_kwargs and args.objective == "angle":
+        raise ValueError(
+            "--matryoshka-dims does not apply to --objective angle (AnglE's loss is on the full embeddings); "
+            "use cosent or regression."
+        )
     target = outputs.prepare_dir(args.output, overwrite=args.overwrite)
     train = read_examples(args.train, args.objective, args.limit)
     if not len(train):
@@ -182,6 +189,7 @@ def cmd_train(args):
             overwrite=args.overwrite,
             keep_backup=True,
             run_info=run_info,
+            **model_kwargs,
         )
         seconds = time.perf_counter() - start
         outputs.replace_atomically(encoder.save, os.path.join(work, "encoder.keras"), ".keras")
@@ -192,6 +200,7 @@ def cmd_train(args):
             "precision": precision,
             "train_examples": len(train),
             "epochs": args.epochs,
+            **model_kwargs,
             "train_seconds": round(seconds, 2),
             "dev_before": before,
             "dev_after": {k[4:]: v[-1] for k, v in history.history.items() if k.startswith("dev_")},
@@ -213,10 +222,18 @@ def dev_is_sts(dev):
 
 
 def cmd_evaluate(args):
-    if not (args.sts or args.triplets or args.nli):
-        raise SystemExit("evaluate: give at least one of --sts, --triplets, --nli")
+    """Metrics of each given set: `--sts`, `--triplets`, `--nli` and `--ir` (a BEIR folder, `--split`)."""
+    from sbert_keras import retrieval_evaluation
+
+    if not (args.sts or args.triplets or args.nli or args.ir):
+        raise SystemExit("evaluate: give at least one of --sts, --triplets, --nli, --ir")
+    check_flag(args.batch_size, "--batch-size")
+    ir = retrieval_evaluation.read_beir(args.ir, args.split) if args.ir else None  # bad files fail before the model
     encoder, model = load_encoder(args.model)
-    return evaluate_all(encoder, model, args.sts, args.triplets, args.nli, args.batch_size)
+    metrics = evaluate_all(encoder, model, args.sts, args.triplets, args.nli, args.batch_size)
+    if ir:
+        metrics.update(retrieval_evaluation.information_retrieval_evaluation(encoder, *ir, batch_size=args.batch_size))
+    return metrics
 
 
 def cmd_encode(args):
@@ -305,4 +322,44 @@ def cmd_export(args):
         "signature": "serving_default",
         "input": "text: string[None]",
         "output": f"embeddings: float32[None, {encoder.embedding_dim}]",
+    }
+
+
+def cmd_index(args):
+    """`index build` (a summary) or `index search` (one result per query, printed as JSON lines by `main`)."""
+    if args.index_command == "build":
+        return index.run_build(args)
+    return index.run_search(args, load_encoder)
+
+
+def cmd_mine_negatives(args):
+    """Mines hard negatives for `--pairs` into the triplet CSV `--output` (`hard_negatives`).
+
+    Flags left out keep `mine_hard_negatives`' defaults (argparse leaves them unset).
+    """
+    from sbert_keras import hard_negatives  # imports scikit-learn (via search): not for --help
+
+    batch_size = check_flag(args.batch_size, "--batch-size")
+    pairs = hard_negatives.read_pairs_csv(args.pairs)
+    corpus = read_nonempty_lines(args.corpus, "--corpus") if args.corpus else None
+    output = outputs.check_writable(args.output)
+    if os.path.exists(output) and not args.overwrite:
+        raise ValueError(f"--output {output} already exists; pass --overwrite to replace it.")
+    # The mining flags given (`mine_<argument>`); the others keep the function's defaults.
+    options = {name[5:]: value for name, value in vars(args).items() if name.startswith("mine_")}
+    if options.get("range_min", 0) >= options.get("range_max", math.inf):
+        raise ValueError(
+            f"--range-min ({options['range_min']}) must be smaller than --range-max ({options['range_max']})."
+        )
+    encoder, _ = load_encoder(args.model)
+    mined = hard_negatives.mine_hard_negatives(
+        encoder, pairs.anchor, pairs.positive, corpus=corpus, batch_size=batch_size, show_progress=True, **options
+    )
+    written = hard_negatives.write_triplets_csv(output, mined, overwrite=args.overwrite)
+    return {
+        "pairs": len(pairs),
+        "corpus": len(corpus) if corpus else 0,
+        "triplets": len(mined),
+        "anchors_short": mined.num_short,
+        "output": written,
     }

@@ -10,7 +10,7 @@ Example:
 from sbert_keras import defaults
 
 defaults.PAPER_LEARNING_RATE  # 2e-5
-defaults.OBJECTIVES  # ("regression", "triplet", "classification", "contrastive")
+defaults.OBJECTIVES  # ("regression", "triplet", "classification", "contrastive", "cosent", "angle")
 ```
 """
 
@@ -27,8 +27,12 @@ PAPER_WARMUP_FRACTION = 0.1
 DEFAULT_SAVE_STEPS = 500
 
 # === Objectives ===
-# The names `train_objective` and the CLI accept, one per siamese model.
-OBJECTIVES = ("regression", "triplet", "classification", "contrastive")
+# The names `train_objective` and the CLI accept: the paper's four, one per
+# siamese model, then CoSENT and AnglE (`losses_modern`), which train a
+# `RegressionSiamese` on scored pairs with a ranking loss on the raw scores.
+OBJECTIVES = ("regression", "triplet", "classification", "contrastive", "cosent", "angle")
+# The objectives that train on scored sentence pairs (STS-like files).
+SCORED_PAIR_OBJECTIVES = ("regression", "cosent", "angle")
 # Triplet objective: `max(d(a, p) - d(a, n) + margin, 0)` with the
 # euclidean distance and margin 1, as in the paper.
 TRIPLET_DISTANCES = ("euclidean", "cosine", "manhattan")

@@ -43,11 +43,12 @@ __all__ = [
 
 def semantic_search(
     query_embeddings,
-    corpus_embeddings,
+    corpus_embeddings=None,
     top_k=10,
     score_function="cosine",
     query_chunk_size=100,
     corpus_chunk_size=50000,
+    index=None,
 ):
     """Top-k nearest corpus entries of each query, chunked over both.
 
@@ -60,10 +61,14 @@ def semantic_search(
             `"dot"` (raw dot product).
         query_chunk_size: int. Queries scored at once.
         corpus_chunk_size: int. Corpus rows scored at once.
+        index: an `sbert_keras.index.EmbeddingIndex` or None. Search it
+            (faiss; approximate unless its kind is `"flat"`; cosine) instead
+            of `corpus_embeddings`, which must then be None.
 
     Returns:
         A list with one list per query of `{"corpus_id": int, "score": float}`
-        dicts, by descending score (lower `corpus_id` first on a tie).
+        dicts, by descending score (lower `corpus_id` first on a tie). With
+        `index`, `corpus_id` is the indexed row and each hit also has its `"id"`.
 
     Raises:
         ValueError: an empty corpus, a NaN or inf row (named), differing
@@ -79,6 +84,14 @@ def semantic_search(
     ```
     """
     top_k = check_positive_int(top_k, "top_k")
+    if index is not None:
+        if corpus_embeddings is not None:
+            raise ValueError("Pass `corpus_embeddings` or `index`, not both.")
+        if score_function != "cosine":
+            raise ValueError(f"`index` searches by cosine; received `score_function={score_function!r}`.")
+        return index.hits(query_embeddings, top_k)
+    if corpus_embeddings is None:
+        raise ValueError("`semantic_search` needs `corpus_embeddings` or `index`.")
     query_chunk_size = check_positive_int(query_chunk_size, "query_chunk_size")
     corpus_chunk_size = check_positive_int(corpus_chunk_size, "corpus_chunk_size")
     queries = as_matrix(query_embeddings, "query_embeddings")

@@ -28,7 +28,9 @@ from sbert_keras.defaults import OBJECTIVES
 from sbert_keras.defaults import PAPER_BATCH_SIZE
 from sbert_keras.defaults import PAPER_LEARNING_RATE
 from sbert_keras.defaults import PAPER_WARMUP_FRACTION
+from sbert_keras.defaults import SCORED_PAIR_OBJECTIVES
 from sbert_keras.evaluation import EvaluationCallback
+from sbert_keras.losses_modern import CoSENTLoss
 from sbert_keras.pipelines import bucket_boundaries
 from sbert_keras.pipelines import siamese_dataset
 from sbert_keras.precision import set_precision  # noqa: F401 (public here too)
@@ -40,7 +42,13 @@ MODEL_CLASSES = {
     "triplet": siamese.TripletSiamese,
     "classification": siamese.ClassificationSiamese,
     "contrastive": siamese.ContrastiveSiamese,
+    "cosent": siamese.RegressionSiamese,
+    "angle": siamese.RegressionSiamese,
 }
+# Per objective: extra siamese arguments, and a loss other than the model's default.
+# angle: the pair's embeddings, for the model's default AnglELoss.
+OBJECTIVE_MODEL_KWARGS = {"angle": {"pair_output": "embeddings"}}
+OBJECTIVE_LOSSES = {"cosent": CoSENTLoss}
 
 
 def check_positive_int(value, name):
@@ -90,6 +98,8 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3):
         objective: str. One of `OBJECTIVES`.
         examples: `data.SentencePairs` with 0-5 STS scores (regression;
             rescaled here with `data.scale_sts_score(mapping=sts_mapping)`),
+            with any finite scores (cosent, angle: ranking losses on the
+            raw scores, only their order counts),
             `data.NLIPairs` or pairs with class ids (classification), or
             `data.Triplets` (triplet, contrastive; NLI pairs are turned into
             triplets; contrastive uses the negatives as hard negatives).
@@ -108,9 +118,13 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3):
         raise ValueError(f"`objective` must be one of {OBJECTIVES}. Received {objective!r}.")
     if objective in ("regression", "classification") and not isinstance(examples, data.SentencePairs):
         raise TypeError(f"The {objective} objective trains on sentence pairs; received {type(examples).__name__}.")
-    if objective == "regression" and isinstance(examples, data.NLIPairs):
+    if objective in ("cosent", "angle") and not isinstance(examples, data.SentencePairs):
         raise TypeError(
-            "The regression objective trains on STS scores 0-5; received NLI pairs "
+            f"The {objective} objective trains on scored sentence pairs; received {type(examples).__name__}."
+        )
+    if objective in SCORED_PAIR_OBJECTIVES and isinstance(examples, data.NLIPairs):
+        raise TypeError(
+            f"The {objective} objective trains on STS scores (similarities, e.g. 0-5); received NLI pairs "
             "(labels 0/1/2 are classes, not similarities). Use the classification, "
             "triplet or contrastive objective for NLI data."
         )
@@ -134,6 +148,9 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3):
         )
         targets = data.scale_sts_score(examples.labels, mapping=sts_mapping)
         return [examples.sentence_a, examples.sentence_b], targets, {}
+    if objective in ("cosent", "angle"):
+        _check_labels(objective, examples.labels, np.isfinite, "finite similarity scores")
+        return [examples.sentence_a, examples.sentence_b], np.asarray(examples.labels, "float32"), {}
     if objective == "classification":
         _check_labels(
             objective,
@@ -240,8 +257,10 @@ def train_objective(
     batches as were done, of that first order.
 
     Args:
-        objective: str. `"regression"`, `"triplet"`, `"classification"` or
-            `"contrastive"`.
+        objective: str. One of `defaults.OBJECTIVES`: `"regression"`,
+            `"triplet"`, `"classification"`, `"contrastive"`, `"cosent"`
+            (`RegressionSiamese` + `CoSENTLoss`) or `"angle"`
+            (`RegressionSiamese(pair_output="embeddings")`, `AnglELoss`).
         encoder: the `SentenceEncoder` to train (updated in place).
         train: the training examples (see `objective_inputs`).
         dev: optional `SentencePairs` (STS), `NLIPairs` or `Triplets`.
@@ -263,7 +282,8 @@ def train_objective(
         keep_backup: bool. Leave the backup after a clean finish (the CLI
             deletes it itself once its outputs are saved).
         run_info: dict or None. Extra fingerprint fields (e.g. file names).
-        **model_kwargs: passed to the siamese model (e.g. `concatenation`).
+        **model_kwargs: passed to the siamese model (e.g. `concatenation`,
+            `matryoshka_dims`; not with `"angle"`).
 
     Returns:
         `(model, history)`.
@@ -279,7 +299,7 @@ def train_objective(
         check_positive_int(save_freq, "save_freq")
     num_classes = model_kwargs.get("num_classes", 3)
     columns, labels, extra = objective_inputs(objective, train, sts_mapping, num_classes)
-    model = MODEL_CLASSES[objective](encoder, **extra, **model_kwargs)
+    model = MODEL_CLASSES[objective](encoder, **extra, **OBJECTIVE_MODEL_KWARGS.get(objective, {}), **model_kwargs)
     dataset = siamese_dataset(
         columns,
         labels,
@@ -292,7 +312,8 @@ def train_objective(
     # Bucketing leaves at most one partial batch per bucket, so an epoch has
     # at most this many steps; the schedule ends (lr 0) just after the last.
     steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
-    model.compile(optimizer=paper_optimizer(epochs * steps, learning_rate, warmup_fraction))
+    loss = OBJECTIVE_LOSSES[objective]() if objective in OBJECTIVE_LOSSES else "auto"
+    model.compile(optimizer=paper_optimizer(epochs * steps, learning_rate, warmup_fraction), loss=loss)
     all_callbacks = [] if dev is None else [dev_callback(objective, model, dev)]
     backup = None
     fits = [(dataset, epochs)]

@@ -538,3 +538,144 @@ def test_train_precision_takes_the_precision_vocabulary(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(base + ["--precision", "int8"])
     assert "must be one of auto, float32, bfloat16, float16, got 'int8'" in capsys.readouterr().err
+
+
+# --- issues 13 and 14: embed-corpus (Apache Beam) and index build|search (faiss) ---
+
+
+def test_help_lists_embed_corpus_and_index(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "embed-corpus" in out and "index" in out
+
+
+def test_embed_corpus_help_and_missing_apache_beam(capsys, monkeypatch):
+    pytest.importorskip("apache_beam")
+    with pytest.raises(SystemExit):
+        main(["embed-corpus", "--help"])
+    assert "--beam-batch-size" in capsys.readouterr().out
+    import sbert_keras
+
+    monkeypatch.delattr(sbert_keras, "beam", raising=False)
+    monkeypatch.setitem(sys.modules, "sbert_keras.beam", None)  # as if apache-beam were not installed
+    with pytest.raises(SystemExit) as stop:
+        main(["embed-corpus", "--model", "m.keras", "--input", "a.txt", "--output", "out"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("sbert-keras embed-corpus: error:") and "[beam]" in err
+
+
+def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file):
+    pytest.importorskip("apache_beam")
+    pytest.importorskip("faiss")
+    lines = tmp_path / "corpus.txt"
+    lines.write_text("\n".join(CORPUS) + "\n")
+    folder = tmp_path / "emb"
+    # --direct_num_workers is Beam's own option, passed through.
+    out = run_cli(
+        capsys, "embed-corpus", "--model", encoder_file, "--input", lines, "--output", folder,
+        "--precision", "float32", "--direct_num_workers", 1,
+    )  # fmt: skip
+    assert out["texts"] == 6 and out["dim"] == 8 and any(folder.glob("*.parquet"))
+    built = run_cli(capsys, "index", "build", "--embeddings", folder, "--output", tmp_path / "idx", "--kind", "flat")
+    assert built["count"] == 6 and built["dim"] == 8
+    code = main(["index", "search", "--index", str(tmp_path / "idx"), "--model", str(encoder_file),
+                 "--query", CORPUS[2], "--query", CORPUS[4], "--top-k", "2"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    results = [json.loads(line) for line in out.out.splitlines()]  # one JSON line per query
+    assert [r["query"] for r in results] == [CORPUS[2], CORPUS[4]]
+    assert [r["hits"][0]["id"] for r in results] == ["3", "5"]  # 1-based line numbers
+    assert results[0]["hits"][0]["score"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_index_without_faiss_is_a_one_line_error(capsys, monkeypatch, tmp_path, encoder_file):
+    monkeypatch.setattr("sbert_keras.index.faiss", None)
+    np.save(tmp_path / "e.npy", np.eye(3, 8, dtype="float32"))
+    err = cli_error(capsys, "index", "build", "--embeddings", tmp_path / "e.npy", "--output", tmp_path / "idx")
+    assert "error:" in err and "faiss" in err
+
+
+# --- issue 14: mine-negatives and evaluate --ir ---
+
+
+def test_mine_negatives_writes_triplets_and_keeps_the_library_defaults(capsys, tmp_path, encoder_file):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("anchor,positive\n" + "".join(f'"{a}","{b}"\n' for a, b in zip(CORPUS[::2], CORPUS[1::2])))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n")
+    output = tmp_path / "triplets.csv"
+    args = ["mine-negatives", "--model", encoder_file, "--pairs", pairs, "--corpus", corpus, "--output", output]
+    out = run_cli(capsys, *args, "--num-negatives", 2)
+    assert out["pairs"] == 3 and out["triplets"] == 6 and out["anchors_short"] == 0
+    triplets = outputs_of(output)
+    assert len(triplets) == 6 and all(n not in (a, p) for a, p, n in triplets)
+    assert "already exists" in cli_error(capsys, *args)
+    out = run_cli(capsys, *args, "--overwrite", "--sampling", "random", "--seed", 1)
+    assert out["triplets"] == 9  # num_negatives: the library's default, 3
+    with pytest.raises(SystemExit):  # a usage error, before anything loads
+        main([str(a) for a in args] + ["--num-negatives", "0"])
+    assert "argument --num-negatives: must be an integer >= 1" in capsys.readouterr().err
+    err = cli_error(capsys, *args, "--overwrite", "--range-min", 4, "--range-max", 2)
+    assert "--range-min (4) must be smaller than --range-max (2)" in err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,label\na,b\n")
+    assert f"{bad}, line 1" in cli_error(capsys, *args[:3], "--pairs", bad, "--output", tmp_path / "x.csv")
+
+
+def outputs_of(path):
+    from sbert_keras import data
+
+    t = data.read_triplets_csv(str(path))
+    return list(zip(t.anchor, t.positive, t.negative))
+
+
+def write_beir(folder):
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(CORPUS))
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i]}) + "\n" for i in (0, 2))
+    )
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\nq2\td2\t1\n")
+    return folder
+
+
+def test_evaluate_ir_prints_retrieval_metrics(capsys, tmp_path, encoder_file):
+    folder = write_beir(tmp_path / "beir")
+    out = run_cli(capsys, "evaluate", "--model", encoder_file, "--ir", folder)
+    assert out["cosine_mrr@10"] == pytest.approx(1.0) and out[out["primary"]] == pytest.approx(1.0)
+    err = cli_error(capsys, "evaluate", "--model", encoder_file, "--ir", folder, "--split", "dev")
+    assert "dev.tsv" in err
+
+
+# --- train --objective cosent|angle, --matryoshka-dims ---
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--objective", "angle", "--matryoshka-dims", "8,4"], "--matryoshka-dims does not apply to --objective angle"),
+        (["--objective", "cosent", "--matryoshka-dims", "8,x"], "argument --matryoshka-dims: must be distinct"),
+        (["--objective", "cosent", "--matryoshka-dims", "8,0"], "argument --matryoshka-dims: must be distinct"),
+        (["--objective", "ranking"], "argument --objective: invalid choice"),
+    ],
+)
+def test_new_objective_flags_name_the_flag_before_anything_loads(capsys, tmp_path, files, flags, message):
+    args = ["train", "--model", tmp_path / "none.keras", "--train", files["sts"], "--output", tmp_path / "out", *flags]
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exit:  # a usage error
+        code = exit.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_train_cosent_with_matryoshka_dims(capsys, tmp_path, files, encoder_file):
+    out = run_cli(
+        capsys, "train", "--objective", "cosent", "--model", encoder_file, "--train", files["sts"],
+        "--output", tmp_path / "run", "--matryoshka-dims", "8,4", "--batch-size", 4, "--quiet",
+    )  # fmt: skip
+    assert out["objective"] == "cosent" and out["matryoshka_dims"] == [8, 4]
+    assert np.isfinite(out["history"]["loss"][0]) and os.path.exists(tmp_path / "run" / "encoder.keras")

@@ -340,3 +340,23 @@ def test_no_queries_give_no_results():
 def test_non_numeric_embeddings_are_a_clear_error():
     with pytest.raises(TypeError, match="`embeddings` must be a float array"):
         paraphrase_mining([["a", "b"], ["c", "d"]])
+
+
+def test_semantic_search_with_an_index_matches_the_exact_search():
+    pytest.importorskip("faiss")
+    from sbert_keras.index import EmbeddingIndex
+
+    rng = np.random.default_rng(0)
+    corpus, queries = rng.normal(size=(50, 8)).astype("float32"), rng.normal(size=(4, 8)).astype("float32")
+    index = EmbeddingIndex.build(corpus, ids=[f"d{i}" for i in range(50)], kind="flat")
+    exact = semantic_search(queries, corpus, top_k=3)
+    hits = semantic_search(queries, top_k=3, index=index)
+    assert [[h["corpus_id"] for h in q] for q in hits] == [[h["corpus_id"] for h in q] for q in exact]
+    assert [h["id"] for h in hits[0]] == [f"d{h['corpus_id']}" for h in exact[0]]
+    np.testing.assert_allclose([h["score"] for h in hits[0]], [h["score"] for h in exact[0]], atol=1e-5)
+    with pytest.raises(ValueError, match="not both"):
+        semantic_search(queries, corpus, index=index)
+    with pytest.raises(ValueError, match="score_function='dot'"):
+        semantic_search(queries, index=index, score_function="dot")
+    with pytest.raises(ValueError, match="needs `corpus_embeddings` or `index`"):
+        semantic_search(queries)

@@ -349,3 +349,44 @@ def test_a_mid_epoch_interruption_resumes_past_the_saved_step(tmp_path):
     assert len(resumed.batches) == steps - 4  # only the steps not yet done
     assert len(history.history["loss"]) == 1
     assert not os.path.isdir(tmp_path / "backup")
+
+
+SCORED = data.SentencePairs(A, B, np.linspace(-1, 7, 16, dtype="float32"))  # raw scores: any finite range
+
+
+@pytest.mark.parametrize(
+    "objective, matryoshka_dims, loss_name, pair_output",
+    [
+        ("cosent", None, "cosent_loss", "cosine"),
+        ("cosent", (8, 4), "matryoshka_loss", "cosine"),
+        ("angle", None, "angle_loss", "embeddings"),
+    ],
+)
+def test_cosent_and_angle_objectives_train_on_raw_scores(tmp_path, objective, matryoshka_dims, loss_name, pair_output):
+    encoder = tiny_encoder()
+    kwargs = {"matryoshka_dims": matryoshka_dims} if matryoshka_dims else {}
+    model, history = training.train_objective(
+        objective, encoder, SCORED, dev=SCORED, epochs=1, batch_size=4, verbose=0, **kwargs
+    )
+    assert isinstance(model, sk.RegressionSiamese) and model.pair_output == pair_output
+    assert model.loss.name == loss_name
+    if matryoshka_dims:
+        assert model.loss.loss.name == "cosent_loss" and model.matryoshka_dims == matryoshka_dims
+    assert np.isfinite(history.history["loss"][0]) and "dev_spearman" in " ".join(history.history)
+    columns, labels, _ = training.objective_inputs(objective, SCORED)
+    np.testing.assert_allclose(labels, SCORED.labels, atol=0)  # not rescaled like regression's
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert reloaded.loss.name == loss_name
+
+
+def test_cosent_and_angle_refuse_what_does_not_fit():
+    with pytest.raises(TypeError, match="cosent objective trains on scored sentence pairs"):
+        training.objective_inputs("cosent", data.Triplets(A, B, C))
+    with pytest.raises(TypeError, match="angle objective trains on STS scores.*NLI pairs"):
+        training.objective_inputs("angle", data.NLIPairs(A, B, np.zeros(16, "int32")))
+    with pytest.raises(ValueError, match="finite similarity scores; item 1"):
+        training.objective_inputs("angle", data.SentencePairs(A[:2], B[:2], np.array([1.0, np.nan])))
+    with pytest.raises(ValueError, match="matryoshka_dims"):
+        training.train_objective("angle", tiny_encoder(), SCORED, batch_size=4, verbose=0, matryoshka_dims=(8, 4))
