@@ -136,8 +136,21 @@ def cmd_train(args):
 
     Every flag, the data and the output folder are checked before the model
     loads; the backup is saved every `--save-every` steps and tied to this
-    run's configuration and data.
+    run's configuration and data. `--precision` sets Keras' global dtype
+    policy for the run only: the caller's policy is restored afterwards
+    (`main()` may run in a notebook or a test process).
     """
+    import keras  # lazily, like the other TensorFlow imports of the CLI
+
+    previous = keras.config.dtype_policy()
+    try:
+        return train_command(args)
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def train_command(args):
+    """The body of `cmd_train`, under the run's dtype policy."""
     from sbert_keras import backup
     from sbert_keras import training
 

@@ -125,3 +125,12 @@ def assert_same_ranking(actual, expected, atol=SCORE_ATOL):
             want = sorted(tuple(r[1:]) for r in expected[start:stop])
             assert got == want, f"ranks {start}..{stop - 1} differ"
         start = stop
+
+
+@pytest.fixture(autouse=True)
+def _restore_dtype_policy():
+    """Each test leaves Keras' global dtype policy as it found it: a test that sets a mixed
+    policy (and forgets to restore it) cannot change what the tests after it compute."""
+    previous = keras.config.dtype_policy()
+    yield
+    keras.config.set_dtype_policy(previous)

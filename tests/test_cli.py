@@ -673,9 +673,12 @@ def test_new_objective_flags_name_the_flag_before_anything_loads(capsys, tmp_pat
 
 
 def test_train_cosent_with_matryoshka_dims(capsys, tmp_path, files, encoder_file):
+    policy = keras.config.dtype_policy().name
     out = run_cli(
         capsys, "train", "--objective", "cosent", "--model", encoder_file, "--train", files["sts"],
         "--output", tmp_path / "run", "--matryoshka-dims", "8,4", "--batch-size", 4, "--quiet",
     )  # fmt: skip
     assert out["objective"] == "cosent" and out["matryoshka_dims"] == [8, 4]
     assert np.isfinite(out["history"]["loss"][0]) and os.path.exists(tmp_path / "run" / "encoder.keras")
+    # `--precision auto` (bfloat16 on a bf16 CPU) held for the run only: the caller's policy is back.
+    assert keras.config.dtype_policy().name == policy
