@@ -64,3 +64,22 @@ def check_finite(embeddings, name):
             f"`{name}` row {bad[0]} contains {kind}{more}; embeddings must be finite. "
             "Check the model or the inputs that produced them."
         )
+
+
+def check_text_list(values, name, allow_empty=True):
+    """`values` as a list of str, naming the first bad item.
+
+    Args:
+        values: iterable of str (a single string is refused).
+        name: str. The argument's name, for the message.
+        allow_empty: bool. If False, a blank text is a `ValueError`.
+    """
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"`{name}` must be a list of strings, not a single string.")
+    values = list(values)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TypeError(f"`{name}` item {i} must be a str. Received {type(value).__name__}: {value!r}.")
+        if not allow_empty and not value.strip():
+            raise ValueError(f"`{name}` item {i} is empty; a triplet file cannot hold an empty text.")
+    return values

@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
+from sbert_keras.checks import check_text_list
 from sbert_keras.data import DataFormatError
 from sbert_keras.data import Triplets
 from sbert_keras.data import iter_text_lines
@@ -80,16 +81,8 @@ class MinedNegatives:
 
 
 def _texts(values, name):
-    """`values` as a list of non-empty str, naming the first bad item."""
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"`{name}` must be a list of strings, not a single string.")
-    values = list(values)
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise TypeError(f"`{name}` item {i} must be a str. Received {type(value).__name__}: {value!r}.")
-        if not value.strip():
-            raise ValueError(f"`{name}` item {i} is empty; a triplet file cannot hold an empty text.")
-    return values
+    """`values` as a list of non-empty str (`checks.check_text_list`)."""
+    return check_text_list(values, name, allow_empty=False)
 
 
 def _check_window(range_min, range_max, num_negatives, filtered, max_positives):

@@ -28,6 +28,7 @@ import numpy as np
 from sklearn.metrics import ndcg_score
 
 from sbert_keras.checks import check_positive_int
+from sbert_keras.checks import check_text_list
 from sbert_keras.data import DataFormatError
 from sbert_keras.data import iter_text_lines
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
@@ -42,14 +43,8 @@ CUTOFFS = ("accuracy_at_k", "precision_recall_at_k", "mrr_at_k", "ndcg_at_k", "m
 
 
 def _texts(values, name):
-    """`values` as a list of str, naming the first item that is not one."""
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"`{name}` must be a list of strings, not a single string.")
-    values = list(values)
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise TypeError(f"`{name}` item {i} must be a str. Received {type(value).__name__}: {value!r}.")
-    return values
+    """`values` as a list of str (`checks.check_text_list`)."""
+    return check_text_list(values, name)
 
 
 def _text_map(values, name):
