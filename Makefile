@@ -27,7 +27,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 test: install lint
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider tests
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 tests
 
 clean:
 	rm -rf $(VENV) build *.egg-info
