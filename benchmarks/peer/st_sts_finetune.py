@@ -1,4 +1,4 @@
-"""Peer: sentence-transformers fine-tuning on STS-B with CosineSimilarityLoss.
+"""Peer: sentence-transformers fine-tuning on STS-B with CosineSimilarityLoss (or `--loss cosent|angle`).
 
 Usage: st_sts_finetune.py --train sts-train.csv --dev sts-dev.csv
        [--limit N] [--dev-limit M] [--seed 0] [--mode auto|trainer|loop] [--model DIR]
@@ -30,6 +30,14 @@ BATCH_SIZE = 16
 LEARNING_RATE = 2e-5
 WARMUP_FRACTION = 0.1
 EPOCHS = 1
+LOSS_CLASSES = {"cosine": "CosineSimilarityLoss", "cosent": "CoSENTLoss", "angle": "AnglELoss"}
+
+
+def make_loss(name, model):
+    """The sentence-transformers loss `LOSS_CLASSES[name]` on `model`."""
+    from sentence_transformers import losses
+
+    return getattr(losses, LOSS_CLASSES[name])(model)
 
 
 def dev_spearman(model, a, b, scores, batch_size=32):
@@ -48,11 +56,10 @@ def dev_spearman(model, a, b, scores, batch_size=32):
     return float(stats.spearmanr(cosine, scores).statistic)
 
 
-def train_with_trainer(model, a, b, labels, seed):
+def train_with_trainer(model, a, b, labels, seed, loss_name="cosine"):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers import SentenceTransformerTrainingArguments
-    from sentence_transformers import losses
 
     dataset = Dataset.from_dict({"sentence1": a, "sentence2": b, "score": labels})
     with tempfile.TemporaryDirectory() as output_dir:
@@ -76,7 +83,7 @@ def train_with_trainer(model, a, b, labels, seed):
             model=model,
             args=args,
             train_dataset=dataset,
-            loss=losses.CosineSimilarityLoss(model),
+            loss=make_loss(loss_name, model),
         )
         start = time.perf_counter()
         trainer.train()
@@ -86,9 +93,8 @@ def train_with_trainer(model, a, b, labels, seed):
     return seconds, steps, {"optimizer": str(args.optim), "weight_decay": args.weight_decay, "warmup_steps": warmup}
 
 
-def train_with_loop(model, a, b, labels, seed, weight_decay):
+def train_with_loop(model, a, b, labels, seed, weight_decay, loss_name="cosine"):
     import torch
-    from sentence_transformers import losses
     from transformers import get_linear_schedule_with_warmup
 
     torch.manual_seed(seed)
@@ -110,7 +116,7 @@ def train_with_loop(model, a, b, labels, seed, weight_decay):
         eps=1e-8,
     )
     scheduler = get_linear_schedule_with_warmup(optimizer, warmup, steps)
-    loss_fn = losses.CosineSimilarityLoss(model)
+    loss_fn = make_loss(loss_name, model)
     generator = torch.Generator().manual_seed(seed)
     model.train()
     start = time.perf_counter()
@@ -162,6 +168,7 @@ def main():
         help="loop mode only (the Trainer's TrainingArguments default is 0.0)",
     )
     parser.add_argument("--model", default=None, help="sentence-transformers folder")
+    parser.add_argument("--loss", choices=sorted(LOSS_CLASSES), default="cosine", help="cosine: CosineSimilarityLoss")
     args = parser.parse_args()
 
     torch = peer_common.setup_torch()
@@ -181,10 +188,12 @@ def main():
         if not has_accelerate:
             reason = "accelerate is not installed (the Hugging Face Trainer requires it)"
     if mode == "trainer":
-        seconds, steps, details = train_with_trainer(model, train_a, train_b, labels, args.seed)
+        seconds, steps, details = train_with_trainer(model, train_a, train_b, labels, args.seed, args.loss)
         mode_name = "SentenceTransformerTrainer"
     else:
-        seconds, steps, details = train_with_loop(model, train_a, train_b, labels, args.seed, args.weight_decay)
+        seconds, steps, details = train_with_loop(
+            model, train_a, train_b, labels, args.seed, args.weight_decay, args.loss
+        )
         mode_name = "torch-loop"
     after = dev_spearman(model, dev_a, dev_b, dev_scores)
     peer_common.emit(
@@ -195,7 +204,7 @@ def main():
         train_pairs=len(train_a),
         dev_pairs=len(dev_a),
         label_scale="score/5",
-        loss="CosineSimilarityLoss",
+        loss=LOSS_CLASSES[args.loss],
         epochs=EPOCHS,
         batch_size=BATCH_SIZE,
         learning_rate=LEARNING_RATE,
