@@ -12,6 +12,7 @@ import tensorflow as tf
 from conftest import minilm_path
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
+from sbert_keras import cli
 from sbert_keras import export_saved_model
 from sbert_keras.prompts import check_prompts
 from sbert_keras.prompts import resolve_prompt
@@ -47,7 +48,9 @@ def test_default_prompt_applies_unless_overridden():
     with_default = encoder.encode(["red car " + t for t in TEXTS], prompt="", precision="float32")
     close(encoder.encode(TEXTS, precision="float32"), with_default)
     close(encoder.encode(TEXTS, prompt="", precision="float32"), plain)
-    close(encoder.predict(TEXTS), encoder.encode(TEXTS), atol=1e-5)  # both "auto" precision  # predict on strings: encode's default too
+    close(
+        encoder.predict(TEXTS), encoder.encode(TEXTS), atol=1e-5
+    )  # both "auto" precision  # predict on strings: encode's default too
 
 
 def test_encode_query_and_encode_document_pick_their_prompts():
@@ -161,3 +164,48 @@ def test_minilm_folder_prompts_apply(tmp_path):
     cut = encoder.encode_query(texts, truncate_dim=128, **options)
     full = encoder.encode(["query: " + t for t in texts], **options)
     close(cut, full[:, :128] / np.linalg.norm(full[:, :128], axis=1, keepdims=True))
+
+
+def run_cli(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def test_cli_encode_and_export_take_prompt_flags(capsys, tmp_path):
+    encoder = prompted(default="cls")
+    model = tmp_path / "tiny.keras"
+    encoder.save(model)
+    lines = tmp_path / "texts.txt"
+    lines.write_text("\n".join(TEXTS[:2]) + "\n")
+    base = ["encode", "--model", model, "--input", lines, "--precision", "float32"]
+    run_cli(capsys, *base, "--output", tmp_path / "default.npy")
+    run_cli(capsys, *base, "--output", tmp_path / "q.npy", "--prompt-name", "query", "--truncate-dim", 4)
+    run_cli(capsys, *base, "--output", tmp_path / "p.npy", "--prompt", "blue ")
+    close(np.load(tmp_path / "default.npy"), encoder.encode(TEXTS[:2], **F32), atol=1e-5)
+    close(np.load(tmp_path / "q.npy"), encoder.encode_query(TEXTS[:2], truncate_dim=4, **F32), atol=1e-5)
+    close(np.load(tmp_path / "p.npy"), encoder.encode(TEXTS[:2], prompt="blue ", **F32), atol=1e-5)
+    out = run_cli(
+        capsys, "export", "--model", model, "--output", tmp_path / "sm", "--prompt-name", "query", "--truncate-dim", 4
+    )
+    assert out["output"] == "embeddings: float32[None, 4]" and out["prompt"] == "the sky "
+    assert (
+        cli.main(
+            [
+                "encode",
+                "--model",
+                str(model),
+                "--input",
+                str(lines),
+                "--output",
+                str(tmp_path / "x.npy"),
+                "--prompt-name",
+                "nope",
+            ]
+        )
+        == 2
+    )
+    assert "'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # --prompt and --prompt-name together: a usage error
+        cli.main([*map(str, base), "--output", "y.npy", "--prompt", "a", "--prompt-name", "query"])
