@@ -21,6 +21,7 @@ layers = load_dense_modules("path/to/st-folder", input_dim=384)
 
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -101,6 +102,13 @@ def _pooling_mode(folder, pooling_dir):
     pooling = read_json(folder, pooling_dir, "config.json")
     if not pooling:
         return None
+    if pooling.get("include_prompt") is False:
+        warnings.warn(
+            f"{path}: include_prompt=false (pool without the prompt's tokens) is not reproduced; "
+            "sbert_keras pools over the prompt too, so vectors of prompted texts differ from "
+            "sentence-transformers'.",
+            stacklevel=4,
+        )
     mode = pooling.get("pooling_mode")
     if mode is None:
         flags = {

@@ -17,6 +17,7 @@ from sbert_keras import export_saved_model
 from sbert_keras.prompts import check_prompts
 from sbert_keras.prompts import resolve_prompt
 from sbert_keras.st_modules import read_prompts
+from sbert_keras.st_modules import read_sentence_transformers_settings
 
 TEXTS = ["a man is playing guitar", "the cat sleeps", "", "a dog runs in the park"]
 PROMPTS = {"query": "the sky ", "document": "a ball ", "cls": "red car "}
@@ -209,3 +210,11 @@ def test_cli_encode_and_export_take_prompt_flags(capsys, tmp_path):
     assert "'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # --prompt and --prompt-name together: a usage error
         cli.main([*map(str, base), "--output", "y.npy", "--prompt", "a", "--prompt-name", "query"])
+
+
+def test_pooling_without_the_prompt_is_warned_about(tmp_path):
+    (tmp_path / "1_Pooling").mkdir()
+    config = {"pooling_mode": "mean", "include_prompt": False}
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    with pytest.warns(UserWarning, match=r"1_Pooling.config\.json: include_prompt=false"):
+        assert read_sentence_transformers_settings(str(tmp_path))["pooling"] == "mean"
