@@ -166,8 +166,8 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
                 `normalize` (bool), `sequence_length` (int, maximum tokens
                 per text), `dtype` (`"float32"`, `"bfloat16"`, `"float16"`
                 or `"auto"`: the backbone runs under that Keras policy), or
-                any `SentenceEncoder` argument (e.g. `name`; `prompts` are
-                added to the folder's). For a `.keras` file only `sequence_length`.
+                any `SentenceEncoder` argument (e.g. `name`; `prompts` add to
+                a sentence-transformers folder's). For a `.keras` file only `sequence_length`.
 
         Raises:
             FileNotFoundError: a local path that does not exist.
