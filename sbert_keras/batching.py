@@ -18,11 +18,18 @@ from sbert_keras.checks import check_positive_int
 from sbert_keras.preprocessor import check_texts
 
 
-def encode_texts(engine, texts, batch_size, normalize, show_progress, precision):
-    """`SentenceEncoder.encode` on an `InferenceEngine`: float32 `(n, dim)`, or `(dim,)` for one string."""
+def encode_texts(engine, texts, batch_size, normalize, show_progress, precision, prompt=None, truncate_dim=None):
+    """`SentenceEncoder.encode` on an `InferenceEngine`: float32 `(n, dim)`, or `(dim,)` for one string.
+
+    `prompt` (str or None) is prepended to every text once they are checked;
+    `truncate_dim` (a checked int or None) keeps the first dimensions before
+    the normalisation.
+    """
     single = isinstance(texts, (str, bytes))
     batch_size = check_positive_int(batch_size, "batch_size")
     texts = check_texts(texts)
+    if prompt:
+        texts = [prompt + text for text in texts]
     encoder = engine.encoder
     out = np.zeros((len(texts), encoder.embedding_dim), "float32")
     show = show_progress or (show_progress is None and len(texts) > 8 * batch_size)
@@ -34,6 +41,8 @@ def encode_texts(engine, texts, batch_size, normalize, show_progress, precision)
         run_batches(engine.runner(precision), ids, pad, batch_size, out, show)
     if texts:
         report_truncation(encoder, num_truncated, len(texts))
+    if truncate_dim is not None and truncate_dim < out.shape[1]:
+        out = np.ascontiguousarray(out[:, :truncate_dim])
     if encoder.normalize if normalize is None else normalize:
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
     return out[0] if single else out

@@ -78,6 +78,7 @@ from sbert_keras.preprocessor import SentenceEncoderPreprocessor
 from sbert_keras.preprocessor import check_sequence_length
 from sbert_keras.st_modules import load_dense_modules
 from sbert_keras.st_modules import read_json as _read_json
+from sbert_keras.st_modules import read_prompts
 from sbert_keras.st_modules import read_sentence_transformers_settings  # noqa: F401 (public here too)
 from sbert_keras.st_modules import text_preprocessing
 
@@ -210,7 +211,8 @@ def load_transformers_folder(folder, dtype=None, load_weights=True):
     Returns:
         `(backbone, tokenizer, settings)` where `settings` is the output of
         `read_sentence_transformers_settings` plus `projections`, the folder's
-        `Dense` modules as Keras layers.
+        `Dense` modules as Keras layers, and `prompts` / `default_prompt_name`
+        (`st_modules.read_prompts`).
 
     Raises:
         ValueError: an unsupported model type, tokenizer or module; the
@@ -227,6 +229,7 @@ def load_transformers_folder(folder, dtype=None, load_weights=True):
             "any text backbone load through `SentenceEncoder.from_preset(name)`."
         )
     settings = read_sentence_transformers_settings(folder)
+    settings["prompts"], settings["default_prompt_name"] = read_prompts(folder)
     lowercase = text_preprocessing(folder)
     if model_type in BERT_TYPES:
         tokenizer = bert_tokenizer(folder, lowercase=lowercase)
@@ -327,6 +330,9 @@ def load_preset(
             raise FileNotFoundError(f"No such preset folder or file: {preset}")
         backbone, tokenizer = load_keras_hub_preset(preset, dtype=policy, load_weights=load_weights)
         settings = {"max_seq_length": getattr(backbone, "max_sequence_length", 512)}
+    # Prompts given to `from_preset` win over the folder's, name by name (as in sentence-transformers).
+    kwargs["prompts"] = {**settings.get("prompts", {}), **(kwargs.get("prompts") or {})}
+    kwargs.setdefault("default_prompt_name", settings.get("default_prompt_name"))
     preprocessor = SentenceEncoderPreprocessor(
         tokenizer,
         sequence_length=settings["max_seq_length"] if sequence_length is None else sequence_length,

@@ -94,6 +94,16 @@ MINING_FLAGS = {
 }
 
 
+def add_prompt_flags(p, inside=""):
+    """`--prompt` / `--prompt-name` (one of them) and `--truncate-dim` of `encode` and `export`."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--prompt", help=f"text prepended {inside}to every input (default: the model's default prompt)")
+    group.add_argument("--prompt-name", help="name of one of the model's prompts (config_sentence_transformers.json)")
+    p.add_argument(
+        "--truncate-dim", type=positive_int, help="keep the first N dimensions (re-normalised if normalising)"
+    )
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="sbert-keras", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -165,6 +175,7 @@ def build_parser():
         help="matmul precision; auto: bf16 on CPUs with AVX512-BF16/AMX, else float32",
     )
     p.add_argument("--quantize", choices=["int8"], help="Keras int8 weight quantization before encoding")
+    add_prompt_flags(p)
 
     p = add("search", cmd_search, "rank a corpus (file of lines) for queries")
     p.add_argument("--corpus", required=True)
@@ -190,6 +201,7 @@ def build_parser():
         "(bf16 on AVX512-BF16/AMX CPUs; use float32 for servers without bf16)",
     )
     p.add_argument("--quantize", choices=["int8"], help="Keras int8 weight quantization before exporting")
+    add_prompt_flags(p, inside="in the graph ")
 
     p = add("mine-negatives", cmd_mine_negatives, "mine hard negatives for (anchor, positive) pairs into triplets")
     p.add_argument("--pairs", required=True, help="CSV with anchor,positive (or query,positive) columns")

@@ -263,6 +263,7 @@ def cmd_encode(args):
         normalize=args.normalize or None,
         precision=args.precision,
         show_progress=True,
+        **prompt_options(args),
     )
     outputs.save_npy(path, embeddings)
     return {
@@ -271,6 +272,11 @@ def cmd_encode(args):
         "output": outputs.npy_path(args.output),
         "truncated": encoder.last_num_truncated,
     }
+
+
+def prompt_options(args):
+    """`encode` / `export_saved_model` keywords of `--prompt`, `--prompt-name` and `--truncate-dim`."""
+    return {"prompt": args.prompt, "prompt_name": args.prompt_name, "truncate_dim": args.truncate_dim}
 
 
 def quantized(encoder, mode):
@@ -328,13 +334,15 @@ def cmd_export(args):
 
     outputs.prepare_dir(args.output, overwrite=args.overwrite)
     encoder = quantized(load_encoder(args.model)[0], args.quantize)
-    export_saved_model(encoder, args.output, overwrite=args.overwrite, precision=args.precision)
+    options = prompt_options(args)
+    export_saved_model(encoder, args.output, overwrite=args.overwrite, precision=args.precision, **options)
     return {
         "saved_model": args.output,
         "precision": args.precision,
         "signature": "serving_default",
         "input": "text: string[None]",
-        "output": f"embeddings: float32[None, {encoder.embedding_dim}]",
+        "output": f"embeddings: float32[None, {args.truncate_dim or encoder.embedding_dim}]",
+        "prompt": encoder.resolve_prompt(args.prompt, args.prompt_name) or "",
     }
 
 

@@ -10,6 +10,7 @@ from sbert_keras.defaults import DEFAULT_PRESET
 from sbert_keras.encoding import EncodingMixin
 from sbert_keras.layers import MaskedPooling
 from sbert_keras.preprocessor import check_sequence_length
+from sbert_keras.prompts import PromptsMixin
 
 
 def restore_compile(model, config):
@@ -37,15 +38,16 @@ def projection_layers(projections):
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class SentenceEncoder(EncodingMixin, keras_hub.models.TextEmbedder):
+class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder):
     """The one sentence encoder: raw text in, one float32 vector per text out.
 
     A functional Keras model: the backbone's token embeddings go through
     `MaskedPooling` (float32), optional float32 `Dense` projections (the
     `Dense` modules of a sentence-transformers folder, as in LaBSE) and,
     optionally, a float32 L2 normalisation. Inference (`encode`, `predict`
-    and `__call__` on raw strings, `quantize`) comes from
-    `sbert_keras.encoding.EncodingMixin`.
+    and `__call__` on raw strings, `quantize`, `project`) comes from
+    `sbert_keras.encoding.EncodingMixin`, prompts (`encode_query`,
+    `encode_document`) from `sbert_keras.prompts.PromptsMixin`.
     Every siamese objective of `sbert_keras` wraps one instance of it, so the
     weights are shared by construction. With a `preprocessor` attached,
     `predict`, `fit` and `evaluate` accept raw strings.
@@ -59,6 +61,9 @@ class SentenceEncoder(EncodingMixin, keras_hub.models.TextEmbedder):
         projections: list of `keras.layers.Dense` (or their serialised
             configs) applied in order after pooling, before normalisation;
             `None` or `[]` for none. Each runs in float32.
+        prompts: dict `name -> prefix` (e.g. `{"query": "query: "}`) that
+            `encode(prompt_name=...)` prepends to every text; `None` for none.
+        default_prompt_name: str or None. The prompt `encode` uses when given none.
 
     Example:
     ```python
@@ -67,7 +72,17 @@ class SentenceEncoder(EncodingMixin, keras_hub.models.TextEmbedder):
     ```
     """
 
-    def __init__(self, backbone, preprocessor=None, pooling="mean", normalize=False, projections=None, **kwargs):
+    def __init__(
+        self,
+        backbone,
+        preprocessor=None,
+        pooling="mean",
+        normalize=False,
+        projections=None,
+        prompts=None,
+        default_prompt_name=None,
+        **kwargs,
+    ):
         if preprocessor is not None:  # a length the position embeddings cannot take fails here
             check_sequence_length(preprocessor.sequence_length, getattr(backbone, "max_sequence_length", None))
         # === Layers ===
@@ -92,6 +107,7 @@ class SentenceEncoder(EncodingMixin, keras_hub.models.TextEmbedder):
         # === Config ===
         self.pooling = pooling
         self.normalize = normalize
+        self.set_prompts(prompts, default_prompt_name)
         self.last_num_truncated = 0
         # Caches kept out of Keras' attribute tracking: the precision copies'
         # variables must not become this model's weights.
@@ -110,22 +126,6 @@ class SentenceEncoder(EncodingMixin, keras_hub.models.TextEmbedder):
             }
         )
         return config
-
-    def project(self, pooled):
-        """Applies the `projections` (float32 `Dense` layers) to pooled vectors.
-
-        The identity when there are none. The fast inference path calls it
-        after pooling, so `encode` and the Keras graph agree.
-
-        Args:
-            pooled: float tensor `(batch, hidden)` (symbolic or eager).
-
-        Returns:
-            float32 tensor `(batch, embedding_dim)`.
-        """
-        for layer in self.projections:
-            pooled = layer(pooled)
-        return pooled
 
     @property
     def embedding_dim(self):
@@ -149,13 +149,14 @@ class SentenceEncoder(EncodingMixin, keras_hub.models.TextEmbedder):
             preset: str or path. A KerasHub preset name (`"roberta_base_en"`,
                 the default; downloaded by KerasHub); a local KerasHub preset
                 folder, including one written by `encoder.save_to_preset`
-                (its `task.json` restores pooling, normalisation and
-                projections); a local Hugging Face / sentence-transformers
+                (its `task.json` restores pooling, normalisation,
+                projections and prompts); a local Hugging Face / sentence-transformers
                 folder (`config.json` with `model_type`; BERT or RoBERTa;
                 vocabulary from `vocab.txt`, `vocab.json` + `merges.txt` or
                 `tokenizer.json`; pooling, `Dense` projections, normalisation
                 and maximum length follow its `modules.json`, `1_Pooling/`,
-                `2_Dense/` and `sentence_bert_config.json`); a `.keras` file
+                `2_Dense/` and `sentence_bert_config.json`, prompts its
+                `config_sentence_transformers.json`); a `.keras` file
                 holding a `SentenceEncoder` or a siamese model (its encoder is
                 returned); or the output folder of `sbert-keras train` (its
                 `encoder.keras`; refused if the run did not finish).
@@ -165,8 +166,8 @@ class SentenceEncoder(EncodingMixin, keras_hub.models.TextEmbedder):
                 `normalize` (bool), `sequence_length` (int, maximum tokens
                 per text), `dtype` (`"float32"`, `"bfloat16"`, `"float16"`
                 or `"auto"`: the backbone runs under that Keras policy), or
-                any `SentenceEncoder` argument (e.g. `name`). For a `.keras`
-                file only `sequence_length`.
+                any `SentenceEncoder` argument (e.g. `name`; `prompts` add to
+                a sentence-transformers folder's). For a `.keras` file only `sequence_length`.
 
         Raises:
             FileNotFoundError: a local path that does not exist.

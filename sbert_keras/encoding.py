@@ -10,8 +10,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras import batching
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.inference import InferenceEngine
+from sbert_keras.prompts import check_truncate_dim
 
 
 class EncodingMixin:
@@ -32,6 +34,23 @@ class EncodingMixin:
         if getattr(cache, "engine", None) is None:
             cache.engine = InferenceEngine(self)
         return cache.engine
+
+    def project(self, pooled):
+        """Applies the `projections` (float32 `Dense` layers) to pooled vectors.
+
+        The identity when there are none. The model's graph and the fast
+        inference path both call it after pooling, so `encode` and the Keras
+        graph agree.
+
+        Args:
+            pooled: float tensor `(batch, hidden)` (symbolic or eager).
+
+        Returns:
+            float32 tensor `(batch, embedding_dim)`.
+        """
+        for layer in self.projections:
+            pooled = layer(pooled)
+        return pooled
 
     def load_weights(self, *args, **kwargs):
         result = super().load_weights(*args, **kwargs)
@@ -56,7 +75,17 @@ class EncodingMixin:
         super().quantize(mode, config=config, filters=filters, **kwargs)
         self._inference_cache.engine = None
 
-    def encode(self, texts, batch_size=ENCODE_BATCH_SIZE, normalize=None, show_progress=None, precision="auto"):
+    def encode(
+        self,
+        texts,
+        batch_size=ENCODE_BATCH_SIZE,
+        normalize=None,
+        show_progress=None,
+        precision="auto",
+        prompt=None,
+        prompt_name=None,
+        truncate_dim=None,
+    ):
         """Embeds texts with smart batching; returns float32 `(n, dim)`.
 
         Texts are tokenised once, sorted by token length, batched and padded
@@ -79,18 +108,37 @@ class EncodingMixin:
                 fastest that passes the self-check), `"float32"` (exact,
                 whatever the training policy), `"bfloat16"` or `"float16"`
                 (low-precision matmuls, float32 elsewhere).
+            prompt: str or None. A prefix prepended to every text (e.g.
+                `"query: "`); `""` for none. Wins over `prompt_name`.
+            prompt_name: str or None. A key of `encoder.prompts`. With
+                neither, the encoder's `default_prompt_name` prompt, if any
+                (see `sbert_keras.prompts`; `encode_query` and
+                `encode_document` pick the query / document prompt).
+            truncate_dim: int or None. Keep the first `truncate_dim`
+                dimensions (for Matryoshka-trained models), then L2-normalise
+                again if normalising; `None` keeps them all.
 
         Raises:
             ValueError / TypeError: an item is `None` or not a string; the
-                message names its position.
+                message names its position. An unknown `prompt_name` (the
+                known ones are listed); `truncate_dim` not in
+                `[1, embedding_dim]`.
 
         Example:
         ```python
         encoder.encode(["A man is playing a guitar."], precision="float32").shape  # (1, dim)
+        encoder.encode(["A man is playing a guitar."], prompt="query: ", truncate_dim=64).shape  # (1, 64)
         ```
         """
-        return self.engine.encode(
-            texts, batch_size=batch_size, normalize=normalize, show_progress=show_progress, precision=precision
+        return batching.encode_texts(
+            self.engine,
+            texts,
+            batch_size,
+            normalize,
+            show_progress,
+            precision,
+            prompt=self.resolve_prompt(prompt, prompt_name),
+            truncate_dim=check_truncate_dim(truncate_dim, self.embedding_dim),
         )
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):

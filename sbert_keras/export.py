@@ -9,6 +9,9 @@ text no longer pads all the others), runs each batch padded to its longest
 text through the same forward pass as `encode` (the self-checked fused
 graph, with its weights stored in their cast and fused form, or the Keras
 graph), and returns `embeddings` (float32, `(n, dim)`) in request order.
+As in `encode`, a prompt (the encoder's default one, or `prompt=`) is
+prepended to every text inside the graph and `truncate_dim` cuts (and
+re-normalises) the vectors, so a TF Serving client sends the bare texts.
 The folder appears only when complete (`outputs.write_dir`: written beside
 it, then renamed).
 
@@ -44,6 +47,7 @@ from sbert_keras import int8
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
+from sbert_keras.prompts import check_truncate_dim
 
 # The int8 guard's verdicts, held in `Int8Guard.state`.
 UNCHECKED, INT8_OK, USE_FLOAT = 0, 1, 2
@@ -200,13 +204,31 @@ def serving_forward(engine, precision="auto"):
     return inference.keras_forward(model), [model], (kind, precision)
 
 
-def _write(archive, path, overwrite):
-    """Writes the archive to `path` (the one place that touches the disk)."""
-    outputs.write_dir(lambda work: archive.write_out(work, verbose=False), path, overwrite, {"command": "export"})
+def _write(archive, path, overwrite, marker):
+    """Writes the archive to `path` (the one place that touches the disk); `marker` goes to `complete.json`."""
+    outputs.write_dir(lambda work: archive.write_out(work, verbose=False), path, overwrite, marker)
 
 
-def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_size=ENCODE_BATCH_SIZE):
+def export_saved_model(
+    encoder,
+    path,
+    overwrite=False,
+    precision="auto",
+    batch_size=ENCODE_BATCH_SIZE,
+    prompt=None,
+    prompt_name=None,
+    truncate_dim=None,
+):
     """Writes a SavedModel with a `serving_default(text: string[None])` signature.
+
+    The served vectors are `encoder.encode(text, prompt=prompt,
+    prompt_name=prompt_name, truncate_dim=truncate_dim)`: the prompt is
+    prepended inside the graph (`tf.strings.join`), so clients send the bare
+    texts; the vectors are cut to `truncate_dim` and L2-normalised again if
+    the encoder normalises. Both are recorded in the folder's
+    `complete.json` (`"prompt"`, `"truncate_dim"`). One prompt per
+    SavedModel: export the query and the document side of an asymmetric
+    model as two models.
 
     Args:
         encoder: a `SentenceEncoder` with a preprocessor.
@@ -223,13 +245,24 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
             server's first request and serves float32 if its int8 kernels
             differ from the exporting machine's (see the module docstring).
         batch_size: int. Texts per forward pass inside the graph.
+        prompt: str or None. A prefix prepended to every request text
+            (`""` for none); wins over `prompt_name`.
+        prompt_name: str or None. A key of `encoder.prompts`. With neither,
+            the encoder's default prompt (`encoder.default_prompt_name`), if any.
+        truncate_dim: int or None. Serve the first `truncate_dim`
+            dimensions (1 to `encoder.embedding_dim`); `None` for all.
 
     Returns:
         `path`.
 
+    Raises:
+        ValueError: no preprocessor; an unknown `prompt_name`; `truncate_dim`
+            out of range.
+
     Example:
     ```python
     export_saved_model(encoder, "serving/sbert/1", precision="float32")
+    export_saved_model(encoder, "serving/query/1", prompt_name="query", truncate_dim=256)
     # saved_model_cli show --dir serving/sbert/1 --tag_set serve \\
     #     --signature_def serving_default
     # REST: POST /v1/models/sbert:predict  {"instances": ["a text", ...]}
@@ -239,6 +272,8 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
     if encoder.preprocessor is None:
         raise ValueError("The encoder has no preprocessor; strings cannot be served.")
     batch_size = check_positive_int(batch_size, "batch_size")
+    prompt = encoder.resolve_prompt(prompt, prompt_name) or ""
+    truncate_dim = check_truncate_dim(truncate_dim, encoder.embedding_dim)
     preprocessor = encoder.preprocessor
     forward, trackables, plan = serving_forward(encoder.engine, precision)
     pad_id = preprocessor.tokenizer.pad_token_id
@@ -249,6 +284,8 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
         trackables = [*trackables, guard]
 
     def serve(text):
+        if prompt:
+            text = tf.strings.join([prompt, text])
         ids, _ = preprocessor.ragged_token_ids(text)
         if guard is None:
             embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim)
@@ -258,6 +295,8 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
                 lambda: sorted_batches(guard.int8_forward, ids, pad_id, batch_size, dim),
                 lambda: sorted_batches(guard.float_forward, ids, pad_id, batch_size, dim),
             )
+        if truncate_dim is not None:
+            embeddings = embeddings[:, :truncate_dim]
         if normalize:
             norms = tf.norm(embeddings, axis=1, keepdims=True)
             embeddings = embeddings / tf.maximum(norms, 1e-12)
@@ -273,5 +312,5 @@ def export_saved_model(encoder, path, overwrite=False, precision="auto", batch_s
         fn=serve,
         input_signature=[tf.TensorSpec([None], tf.string, name="text")],
     )
-    _write(archive, path, overwrite)
+    _write(archive, path, overwrite, {"command": "export", "prompt": prompt, "truncate_dim": truncate_dim})
     return path

@@ -27,6 +27,8 @@ import keras
 import numpy as np
 from safetensors.numpy import load_file
 
+from sbert_keras.prompts import check_prompts
+
 SUPPORTED_MODULES = ("Transformer", "Pooling", "Dense", "Normalize")
 # torch activation class (the last part of `activation_function`) -> Keras.
 # Keras' "gelu" is the exact (erf) form, like `torch.nn.GELU()`.
@@ -100,6 +102,13 @@ def _pooling_mode(folder, pooling_dir):
     pooling = read_json(folder, pooling_dir, "config.json")
     if not pooling:
         return None
+    if pooling.get("include_prompt") is False:
+        warnings.warn(
+            f"{path}: include_prompt=false (pool without the prompt's tokens) is not reproduced; "
+            "sbert_keras pools over the prompt too, so vectors of prompted texts differ from "
+            "sentence-transformers'.",
+            stacklevel=4,
+        )
     mode = pooling.get("pooling_mode")
     if mode is None:
         flags = {
@@ -153,30 +162,38 @@ def read_sentence_transformers_settings(folder):
 
 
 def text_preprocessing(folder):
-    """What sentence-transformers does to a text before its tokenizer.
-
-    Returns whether it lowercases (`do_lower_case` in
-    `sentence_bert_config.json`), and warns when `config_sentence_transformers.json`
-    names a default prompt, which sentence-transformers prepends to every
-    text and `SentenceEncoder.encode` does not.
+    """Whether sentence-transformers lowercases a text before its tokenizer.
 
     Args:
         folder: str. A sentence-transformers folder.
 
     Returns:
-        bool. Lowercase the text first.
+        bool. `do_lower_case` in `sentence_bert_config.json`.
+    """
+    return bool((read_json(folder, "sentence_bert_config.json") or {}).get("do_lower_case"))
+
+
+def read_prompts(folder):
+    """The `prompts` and `default_prompt_name` of `config_sentence_transformers.json`.
+
+    sentence-transformers prepends the chosen prompt to every text;
+    `SentenceEncoder` keeps both and does the same (`sbert_keras.prompts`).
+
+    Args:
+        folder: str. A sentence-transformers folder.
+
+    Returns:
+        `(prompts, default_prompt_name)`: a dict (`{}` without the file) and
+        a str or None.
+
+    Raises:
+        TypeError / ValueError: prompts that are not strings, or a default
+            prompt name that is not one of them; the file is named.
     """
     config = read_json(folder, "config_sentence_transformers.json") or {}
     name = config.get("default_prompt_name")
-    prompt = (config.get("prompts") or {}).get(name) if name else None
-    if prompt:
-        warnings.warn(
-            f"{os.path.join(folder, 'config_sentence_transformers.json')}: sentence-transformers "
-            f"prepends the default prompt {name!r} ({prompt!r}) to every text; sbert_keras "
-            "does not, so prepend it to your texts for the same embeddings.",
-            stacklevel=3,
-        )
-    return bool((read_json(folder, "sentence_bert_config.json") or {}).get("do_lower_case"))
+    source = os.path.join(folder, "config_sentence_transformers.json")
+    return check_prompts(config.get("prompts"), name, source=source), name
 
 
 def _dense_weights(module_dir):

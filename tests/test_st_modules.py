@@ -2,12 +2,14 @@
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
 
 from conftest import read_json
 from sbert_keras.st_modules import load_dense_module
+from sbert_keras.st_modules import read_prompts
 from sbert_keras.st_modules import read_sentence_transformers_settings
 from sbert_keras.st_modules import text_preprocessing
 
@@ -112,17 +114,15 @@ def test_dense_module_errors_name_the_file(tmp_path):
         load_dense_module(str(tmp_path / "b"), 5, "p")
 
 
-def test_text_preprocessing_lowercase_and_default_prompt(tmp_path):
+def test_text_preprocessing_lowercase_and_prompts_read_not_warned(tmp_path):
     assert not text_preprocessing(str(tmp_path))
     write(tmp_path, "sentence_bert_config.json", {"max_seq_length": 64, "do_lower_case": True})
-    write(
-        tmp_path,
-        "config_sentence_transformers.json",
-        {"prompts": {"query": "query: ", "document": ""}, "default_prompt_name": None},
-    )
     assert text_preprocessing(str(tmp_path))
+    # A default prompt is no longer warned about: the encoder applies it (tests/test_prompts.py).
     write(
         tmp_path, "config_sentence_transformers.json", {"prompts": {"query": "query: "}, "default_prompt_name": "query"}
     )
-    with pytest.warns(UserWarning, match=r"config_sentence_transformers\.json.*'query: '"):
-        text_preprocessing(str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert text_preprocessing(str(tmp_path))
+    assert read_prompts(str(tmp_path)) == ({"query": "query: "}, "query")
