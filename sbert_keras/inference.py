@@ -20,7 +20,8 @@ same thing. Neither Keras nor KerasHub has such an engine, so it is here.
   Beyond the gates (float32: max |diff| <= 1e-5 of the vectors' scale;
   bfloat16 / float16: min cosine >= 0.999) it warns, naming the
   model, precision and divergence, and the Keras graph is used instead;
-- batching and the progress bar.
+- the single-query call (`query`); batching and the progress bar live in
+  `sbert_keras.batching`, which runs over this engine.
 """
 
 import functools
@@ -35,7 +36,6 @@ from sbert_keras import fused
 from sbert_keras import int8
 from sbert_keras import int8_quantize
 from sbert_keras import onednn
-from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.defaults import PRECISIONS
 
 # Self-check gates of the fused graph against the float32 Keras graph.
@@ -319,7 +319,3 @@ class InferenceEngine:
             weights.sync(force=True)
             pooled, num_truncated, _ = self._string_functions[key](tf.constant(texts))
         return pooled.numpy(), int(num_truncated)
-
-    def encode(self, texts, batch_size=ENCODE_BATCH_SIZE, normalize=None, show_progress=None, precision="auto"):
-        """`SentenceEncoder.encode` (see there): `batching.encode_texts` over this engine."""
-        return batching.encode_texts(self, texts, batch_size, normalize, show_progress, precision)
