@@ -209,8 +209,8 @@ def train_objective(
     num_classes = model_kwargs.get("num_classes", 3)
     hard_negatives = model_kwargs.get("hard_negatives", False)
     columns, labels, extra = objective_inputs(objective, train, sts_mapping, num_classes, hard_negatives)
-    if (teacher is not None) != (objective == "distill"):
-        raise ValueError(f"`teacher` is the distill objective's (and needed there); objective {objective!r}.")
+    if teacher is not None and objective != "distill":
+        raise ValueError(f"`teacher` applies to the distill objective only; objective {objective!r}.")
     if objective == "distill":
         labels = teacher_targets(teacher, columns[0], encoder)
         run_info = {**(run_info or {}), "teacher_embeddings_sha256": array_sha256(labels)}

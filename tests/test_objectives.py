@@ -83,7 +83,7 @@ def test_distill_needs_a_teacher_of_the_students_dimension():
         training.train_objective("distill", tiny_encoder(), sentences, teacher=np.zeros((8, 5)), verbose=0)
     with pytest.raises(ValueError, match=r"shape \(8, dim\), one row per sentence; received shape \(3, 8\)"):
         training.train_objective("distill", tiny_encoder(), sentences, teacher=np.zeros((3, 8)), verbose=0)
-    with pytest.raises(ValueError, match="`teacher` is the distill objective's"):
+    with pytest.raises(ValueError, match="`teacher` applies to the distill objective only; objective 'regression'"):
         training.train_objective("regression", tiny_encoder(), PAIRS01, teacher=np.zeros((8, 8)), verbose=0)
 
 
