@@ -5,7 +5,9 @@ commands (`sbert_keras.cli_commands`) because it is the largest: every flag
 is checked against `--objective` before a model loads, the training file is
 read by the objective's reader (`cli_commands.read_examples`), and the run
 goes to `<output>.partial`, which resumes when interrupted, before it is
-renamed to `--output`. The training itself is `training.train_objective`.
+renamed to `--output`. The training itself is `training.train_objective`;
+it and Keras are imported inside the command, as in `cli_commands`, so that
+`sbert-keras --help` imports no TensorFlow.
 
 Example:
 ```python
