@@ -91,6 +91,8 @@ _EXPORTS = {
     "RegressionSiamese": "siamese",
     "SiamesePreprocessor": "siamese",
     "TripletSiamese": "siamese",
+    "BatchHardTripletModel": "embedding_models",
+    "DistillationModel": "embedding_models",
     "CosineSimilarity": "similarity",
     "PairFeatures": "similarity",
     "SimilarityMatrix": "similarity",

@@ -6,7 +6,8 @@ model, no network) prints one line `sbert-keras <command>: error: ...` and
 exits with status 2; anything else keeps its traceback. `main` keeps
 TensorFlow's C++ start-up log lines off the console (`sbert_keras.console`),
 and `--help` does not import TensorFlow at all. This module holds the
-parser and the error handling; the commands are in `sbert_keras.cli_commands`.
+parser and the error handling; the commands are in `sbert_keras.cli_commands`
+(`train` in `sbert_keras.cli_train`).
 """
 
 import argparse
@@ -26,11 +27,11 @@ from sbert_keras.cli_commands import cmd_export
 from sbert_keras.cli_commands import cmd_index
 from sbert_keras.cli_commands import cmd_mine_negatives
 from sbert_keras.cli_commands import cmd_search
-from sbert_keras.cli_commands import cmd_train
 from sbert_keras.cli_commands import evaluate_all  # noqa: F401 (public here too)
 from sbert_keras.cli_commands import load_encoder  # noqa: F401 (public here too)
 from sbert_keras.cli_commands import read_examples  # noqa: F401 (public here too)
 from sbert_keras.cli_commands import read_lines  # noqa: F401 (public here too)
+from sbert_keras.cli_train import cmd_train
 
 
 def positive_int(text):
@@ -117,11 +118,36 @@ def build_parser():
 
     p = add("train", cmd_train, "fine-tune an encoder with one SBERT objective")
     p.add_argument("--objective", required=True, choices=list(defaults.OBJECTIVES))
-    p.add_argument("--train", required=True, help="STS .csv (regression, cosent, angle), NLI .jsonl or triplet .csv")
+    p.add_argument(
+        "--train",
+        required=True,
+        help="STS .csv (regression, cosent, angle), NLI .jsonl or triplet .csv (triplet, contrastive, "
+        "classification: NLI); text,label .csv (batch-hard); sentence1,sentence2,label .csv with labels 0/1 "
+        "(online-contrastive); sentences, one per line, or any of these files' sentences (distill)",
+    )
     p.add_argument(
         "--matryoshka-dims",
         type=dimensions,
         help="also train these embedding prefixes, e.g. 384,256,128,64 (Matryoshka; not with angle)",
+    )
+    p.add_argument(
+        "--hard-negatives",
+        action="store_true",
+        help="contrastive: also train on the third column of a triplet .csv (as mine-negatives writes it; "
+        "NLI: the contradictions) as hard negatives; without it, (anchor, positive) pairs only",
+    )
+    p.add_argument(
+        "--mini-batch-size",
+        type=positive_int,
+        metavar="N",
+        help="contrastive: cached in-batch negatives (GradCache), N texts per encoder pass, so --batch-size "
+        "can exceed what fits in memory",
+    )
+    p.add_argument(
+        "--teacher",
+        metavar="MODEL",
+        help="distill: the model (preset, folder or .keras) whose embeddings the student learns (MSE); "
+        "its dimension must be the student's",
     )
     p.add_argument("--dev", help="STS .csv, NLI .jsonl or triplet .csv for dev metrics")
     p.add_argument("--epochs", type=int, default=defaults.PAPER_EPOCHS)

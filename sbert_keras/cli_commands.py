@@ -15,10 +15,9 @@ cmd_encode(args)  # {"texts": ..., "dim": ..., "output": "a.npy", "truncated": 0
 ```
 """
 
-import hashlib
+import dataclasses
 import math
 import os
-import time
 
 from sbert_keras import data
 from sbert_keras import defaults
@@ -42,34 +41,59 @@ def load_encoder(spec, **kwargs):
     return SentenceEncoder.from_preset(spec, **kwargs), None
 
 
-def read_examples(path, objective=None, limit=None):
-    """Reads a training/eval file by its layout.
+# Training files read by the objective's own reader, not by their layout.
+OBJECTIVE_READERS = {
+    "batch-hard": data.read_labelled_sentences_csv,
+    "online-contrastive": data.read_labelled_pairs_csv,
+}
+# Files whose layout `read_examples` recognises; distill takes their sentences.
+STRUCTURED_SUFFIXES = (".jsonl", ".csv", ".tsv")
+EXAMPLE_COLUMNS = ("sentence_a", "sentence_b", "labels", "anchor", "positive", "negative", "texts")
 
-    `.jsonl`: NLI pairs (turned into triplets by the triplet/contrastive
-    objectives); `.csv` with an `anchor`/`Sentence1` header: triplets;
-    other `.csv`/`.tsv`: STS-B raw format.
+
+def read_examples(path, objective=None, limit=None):
+    """Reads a training/eval file by the objective's format or by its layout.
+
+    batch-hard: a `text,label` CSV; online-contrastive: a
+    `sentence1,sentence2,label` CSV (0/1 labels); distill: sentences, one
+    per line, or the distinct sentences of a file of another layout. Other
+    objectives (and `objective=None`) by layout: `.jsonl`: NLI pairs
+    (turned into triplets or pairs by the triplet/contrastive objectives);
+    `.csv` with an `anchor`/`Sentence1` header: triplets; other
+    `.csv`/`.tsv`: STS-B raw format.
 
     Args:
         path: str. The file.
-        objective: str or None. Unused (kept for callers that pass it).
+        objective: str or None. The objective the file is for.
         limit: int or None. Keep the first `limit` examples (>= 1).
     """
-
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"--limit must be an integer >= 1; received {limit!r}.")
+    if objective in OBJECTIVE_READERS:
+        return first(OBJECTIVE_READERS[objective](path), limit)
+    if objective == "distill":
+        if not path.endswith(STRUCTURED_SUFFIXES):
+            return first(data.read_sentences(path), limit)
+        return first(data.unique_sentences(read_examples(path)), limit)
     if path.endswith(".jsonl"):
         return data.read_nli(path, limit=limit)
     with open(path, encoding="utf-8-sig") as f:
         header = f.readline().lower()
     if "\t" not in header and ("anchor" in header or "sentence1" in header):
-        examples = data.read_triplets_csv(path)
-        if limit is not None:
-            examples = data.Triplets(examples.anchor[:limit], examples.positive[:limit], examples.negative[:limit])
+        return first(data.read_triplets_csv(path), limit)
+    return first(data.read_sts(path), limit)
+
+
+def first(examples, limit):
+    """The first `limit` examples (all with `None`), of any record of `sbert_keras.records`."""
+    if limit is None:
         return examples
-    pairs = data.read_sts(path)
-    if limit is not None:
-        pairs = data.SentencePairs(pairs.sentence_a[:limit], pairs.sentence_b[:limit], pairs.labels[:limit])
-    return pairs
+    columns = {
+        name: getattr(examples, name)[:limit]
+        for name in EXAMPLE_COLUMNS
+        if hasattr(examples, name) and getattr(examples, name) is not None
+    }
+    return dataclasses.replace(examples, **columns)
 
 
 def read_lines(path):
@@ -120,118 +144,6 @@ def check_flag(value, flag, minimum=1):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{flag} must be an integer >= {minimum}; received {value!r}.")
     return value
-
-
-def file_sha256(path):
-    """The SHA-256 of a file's bytes (the train file's part of the run fingerprint)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def cmd_train(args):
-    """Trains into `<output>.partial` (which resumes), then renames it to `--output`.
-
-    Every flag, the data and the output folder are checked before the model
-    loads; the backup is saved every `--save-every` steps and tied to this
-    run's configuration and data. `--precision` sets Keras' global dtype
-    policy for the run only: the caller's policy is restored afterwards
-    (`main()` may run in a notebook or a test process).
-    """
-    import keras  # lazily, like the other TensorFlow imports of the CLI
-
-    previous = keras.config.dtype_policy()
-    try:
-        return train_command(args)
-    finally:
-        keras.config.set_dtype_policy(previous)
-
-
-def train_command(args):
-    """The body of `cmd_train`, under the run's dtype policy."""
-    from sbert_keras import backup
-    from sbert_keras import training
-
-    for flag, value in (
-        ("--epochs", args.epochs),
-        ("--batch-size", args.batch_size),
-        ("--save-every", args.save_every),
-    ):
-        check_flag(value, flag)
-    if not math.isfinite(args.lr) or args.lr <= 0:
-        raise ValueError(f"--lr must be a finite number > 0; received {args.lr!r}.")
-    model_kwargs = {"matryoshka_dims": args.matryoshka_dims} if args.matryoshka_dims else {}
-    if model_kwargs and args.objective == "angle":
-        raise ValueError(
-            "--matryoshka-dims does not apply to --objective angle (AnglE's loss is on the full embeddings); "
-            "use cosent or regression."
-        )
-    target = outputs.prepare_dir(args.output, overwrite=args.overwrite)
-    train = read_examples(args.train, args.objective, args.limit)
-    if not len(train):
-        skipped = getattr(train, "num_skipped", 0)
-        note = f" ({skipped} unlabelled line(s) skipped)" if skipped else ""
-        raise ValueError(f"--train {args.train}: no labelled training examples{note}.")
-    try:
-        training.objective_inputs(args.objective, train)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"--train {args.train} does not fit --objective {args.objective}: {error}") from None
-    dev = read_examples(args.dev) if args.dev else None
-    created = outputs.first_missing_folder(target)
-    work = outputs.partial_dir(target)
-    try:
-        precision = training.set_precision(args.precision)
-        encoder, _ = load_encoder(args.model, sequence_length=args.sequence_length)
-        before = evaluate_all(encoder, sts=args.dev) if args.dev and dev_is_sts(dev) else {}
-        start = time.perf_counter()
-        run_info = {"model": args.model, "train_file_sha256": file_sha256(args.train), "limit": args.limit}
-        model, history = training.train_objective(
-            args.objective,
-            encoder,
-            train,
-            dev=dev,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            learning_rate=args.lr,
-            output_dir=work,
-            seed=args.seed,
-            verbose=2 if args.quiet else "auto",
-            save_freq=args.save_every,
-            overwrite=args.overwrite,
-            keep_backup=True,
-            run_info=run_info,
-            **model_kwargs,
-        )
-        seconds = time.perf_counter() - start
-        outputs.replace_atomically(encoder.save, os.path.join(work, "encoder.keras"), ".keras")
-        outputs.replace_atomically(model.save, os.path.join(work, "model.keras"), ".keras")
-        report = {
-            "objective": args.objective,
-            "model": args.model,
-            "precision": precision,
-            "train_examples": len(train),
-            "epochs": args.epochs,
-            **model_kwargs,
-            "train_seconds": round(seconds, 2),
-            "dev_before": before,
-            "dev_after": {k[4:]: v[-1] for k, v in history.history.items() if k.startswith("dev_")},
-            "history": {k: [float(x) for x in v] for k, v in history.history.items()},
-            "encoder": os.path.join(args.output, "encoder.keras"),
-        }
-        outputs.write_json(os.path.join(work, "metrics.json"), report)
-        backup.RunBackup(os.path.join(work, "backup")).delete()
-        outputs.finalize_dir(work, target, {"command": "train", "files": list(outputs.RUN_FILES)})
-    except BaseException:
-        outputs.remove_partial(work, created)  # kept only when it holds a backup to resume
-        raise
-    return report
-
-
-def dev_is_sts(dev):
-
-    return type(dev) is data.SentencePairs
 
 
 def cmd_evaluate(args):

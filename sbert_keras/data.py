@@ -4,7 +4,9 @@ Nothing here imports Keras or TensorFlow (`load_tfds_stsb` imports
 `tensorflow_datasets` when called). Readers return the small dataclasses of
 `sbert_keras.records` (string lists and a NumPy label array): STS Benchmark
 files (`read_sts`), SNLI/MultiNLI JSON lines (`read_nli`), triplet CSVs
-(`read_triplets_csv`). A malformed record raises `DataFormatError` (a
+(`read_triplets_csv`), labelled sentences (`read_labelled_sentences_csv`),
+0/1-labelled pairs (`read_labelled_pairs_csv`), plain sentences
+(`read_sentences`); the CSV readers share `iter_csv_columns`. A malformed record raises `DataFormatError` (a
 `ValueError`) naming the file and its 1-based line; so does a file that is
 not UTF-8 (Latin-1, UTF-16): every reader, the CLI's included, goes through
 `iter_text_lines`. The records, `scale_sts_score` and the NLI conversions
@@ -23,17 +25,26 @@ from sbert_keras.records import NLI_LABELS
 from sbert_keras.records import STS_MAPPINGS  # noqa: F401 (public here too)
 from sbert_keras.records import STS_SCORE_MAX  # noqa: F401 (public here too)
 from sbert_keras.records import DataFormatError
+from sbert_keras.records import LabelledSentences
 from sbert_keras.records import NLIPairs
 from sbert_keras.records import SentencePairs
+from sbert_keras.records import Sentences
 from sbert_keras.records import Triplets
 from sbert_keras.records import nli_to_pairs  # noqa: F401 (public here too)
 from sbert_keras.records import nli_to_triplets  # noqa: F401 (public here too)
 from sbert_keras.records import scale_sts_score  # noqa: F401 (public here too)
+from sbert_keras.records import unique_sentences  # noqa: F401 (public here too)
 from sbert_keras.records import unscale_sts_score  # noqa: F401 (public here too)
 
 logger = logging.getLogger(__name__)
 
 TRIPLET_HEADERS = (("anchor", "positive", "negative"), ("sentence1", "sentence2", "sentence3"))
+LABELLED_SENTENCE_HEADERS = (("text", "label"), ("sentence", "label"))
+LABELLED_PAIR_HEADERS = (
+    ("sentence1", "sentence2", "label"),
+    ("text1", "text2", "label"),
+    ("question1", "question2", "is_duplicate"),
+)
 
 _UTF16_32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
@@ -232,14 +243,52 @@ def read_nli(path, skip_unlabeled=True, limit=None):
     return NLIPairs(sentence_a, sentence_b, np.asarray(labels, dtype="int32"), num_skipped)
 
 
-def _triplet_columns(path, header):
-    """Indices of the anchor, positive and negative columns of a header row."""
+def _header_columns(path, header, headers):
+    """Indices of the columns of the first of `headers` that the header row names."""
     names = [name.strip().lower() for name in header]
-    for candidates in TRIPLET_HEADERS:
+    for candidates in headers:
         if all(name in names for name in candidates):
             return [names.index(name) for name in candidates]
-    expected = " or ".join(",".join(names) for names in TRIPLET_HEADERS)
+    expected = " or ".join(",".join(names) for names in headers)
     raise DataFormatError(path, 1, f"header {header} lacks the columns {expected}")
+
+
+def iter_csv_columns(path, headers, roles):
+    """Yields `(line_number, values)` per row of a CSV with a header; the one CSV reader.
+
+    Args:
+        path: str or path-like. The UTF-8 CSV file (fields may be quoted).
+        headers: tuple of tuples of str. Accepted column names, in order of
+            preference, in any case; other columns are ignored.
+        roles: tuple of str. What each column holds, for error messages.
+
+    Raises:
+        DataFormatError: no usable header, a short row, an empty field or
+            invalid CSV, naming the file and the row's first line.
+    """
+    lines = (line for _, line in iter_text_lines(path, skip_empty=False, keep_ends=True))
+    reader = csv.reader(lines)
+    row_start = 1  # The first line of the record being read.
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise DataFormatError(path, 1, "empty file, expected a header row")
+        columns = _header_columns(path, header, headers)
+        row_start = reader.line_num + 1
+        for row in reader:
+            line_number, row_start = row_start, reader.line_num + 1
+            if not row:
+                continue
+            if len(row) <= max(columns):
+                reason = f"expected at least {max(columns) + 1} fields, found {len(row)}"
+                raise DataFormatError(path, line_number, reason)
+            values = [row[i] for i in columns]
+            for role, value in zip(roles, values, strict=True):
+                if not value.strip():
+                    raise DataFormatError(path, line_number, f"empty {role} field")
+            yield line_number, values
+    except csv.Error as error:
+        raise DataFormatError(path, row_start, f"invalid CSV ({error})") from None
 
 
 def read_triplets_csv(path):
@@ -258,30 +307,81 @@ def read_triplets_csv(path):
     Raises:
         DataFormatError: no usable header, or a missing or empty field.
     """
-    anchor, positive, negative = [], [], []
-    lines = (line for _, line in iter_text_lines(path, skip_empty=False, keep_ends=True))
-    reader = csv.reader(lines)
-    row_start = 1  # The first line of the record being read.
-    try:
-        header = next(reader, None)
-        if header is None:
-            raise DataFormatError(path, 1, "empty file, expected a header row")
-        columns = _triplet_columns(path, header)
-        row_start = reader.line_num + 1
-        for row in reader:
-            line_number, row_start = row_start, reader.line_num + 1
-            if not row:
-                continue
-            if len(row) <= max(columns):
-                reason = f"expected at least {max(columns) + 1} fields, found {len(row)}"
-                raise DataFormatError(path, line_number, reason)
-            values = [row[i] for i in columns]
-            for role, value in zip(("anchor", "positive", "negative"), values):
-                if not value.strip():
-                    raise DataFormatError(path, line_number, f"empty {role} field")
-            anchor.append(values[0])
-            positive.append(values[1])
-            negative.append(values[2])
-    except csv.Error as error:
-        raise DataFormatError(path, row_start, f"invalid CSV ({error})") from None
-    return Triplets(anchor, positive, negative)
+    rows = [values for _, values in iter_csv_columns(path, TRIPLET_HEADERS, ("anchor", "positive", "negative"))]
+    return Triplets(*([row[k] for row in rows] for k in range(3)))
+
+
+def read_labelled_sentences_csv(path):
+    """Reads sentences with a class each (batch-hard triplet training).
+
+    The header names the columns `text,label` (or `sentence,label`), in any
+    case; labels are any strings (class names or numbers), numbered in order
+    of first appearance: `"1"` and `"1.0"` are different classes.
+
+    Args:
+        path: str or path-like. The UTF-8 CSV file.
+
+    Returns:
+        `LabelledSentences`.
+
+    Raises:
+        DataFormatError: no usable header, a short row or an empty field.
+
+    Example:
+    ```python
+    read_labelled_sentences_csv("topics.csv").classes  # ["sports", "cooking", ...]
+    ```
+    """
+    texts, labels, ids = [], [], {}
+    for _, (text, label) in iter_csv_columns(path, LABELLED_SENTENCE_HEADERS, ("text", "label")):
+        texts.append(text)
+        labels.append(ids.setdefault(label.strip(), len(ids)))
+    return LabelledSentences(texts, np.asarray(labels, dtype="int32"), list(ids))
+
+
+def read_labelled_pairs_csv(path):
+    """Reads sentence pairs labelled 1 (similar) or 0 (dissimilar), e.g. duplicate questions.
+
+    The header names the columns `sentence1,sentence2,label`,
+    `text1,text2,label` or (Quora) `question1,question2,is_duplicate`, in
+    any case; other columns are ignored.
+
+    Args:
+        path: str or path-like. The UTF-8 CSV file.
+
+    Returns:
+        `SentencePairs` with float32 0/1 labels.
+
+    Raises:
+        DataFormatError: no usable header, an empty field, or a label that
+            is not 0 or 1, naming the file and line.
+    """
+    a, b, labels = [], [], []
+    for line_number, values in iter_csv_columns(
+        path, LABELLED_PAIR_HEADERS, ("first sentence", "second sentence", "label")
+    ):
+        try:
+            label = float(values[2])
+        except ValueError:
+            label = None
+        if label not in (0.0, 1.0):
+            raise DataFormatError(path, line_number, f"label {values[2]!r} is not 0 or 1")
+        a.append(values[0])
+        b.append(values[1])
+        labels.append(label)
+    return SentencePairs(a, b, np.asarray(labels, dtype="float32"))
+
+
+def read_sentences(path):
+    """Reads a text file of sentences, one per line; blank lines are skipped.
+
+    Args:
+        path: str or path-like. The UTF-8 file.
+
+    Returns:
+        `Sentences`.
+
+    Raises:
+        DataFormatError: a file that is not UTF-8, naming the line.
+    """
+    return Sentences([line for _, line in iter_text_lines(path) if line.strip()])

@@ -10,7 +10,7 @@ Example:
 from sbert_keras import defaults
 
 defaults.PAPER_LEARNING_RATE  # 2e-5
-defaults.OBJECTIVES  # ("regression", "triplet", "classification", "contrastive", "cosent", "angle")
+defaults.OBJECTIVES[:4]  # ("regression", "triplet", "classification", "contrastive")
 ```
 """
 
@@ -29,8 +29,21 @@ DEFAULT_SAVE_STEPS = 500
 # === Objectives ===
 # The names `train_objective` and the CLI accept: the paper's four, one per
 # siamese model, then CoSENT and AnglE (`losses_modern`), which train a
-# `RegressionSiamese` on scored pairs with a ranking loss on the raw scores.
-OBJECTIVES = ("regression", "triplet", "classification", "contrastive", "cosent", "angle")
+# `RegressionSiamese` on scored pairs with a ranking loss on the raw scores,
+# online contrastive (0/1 pairs), batch-hard triplets (labelled sentences)
+# and MSE distillation to a teacher's vectors; `sbert_keras.objectives`
+# maps each to its data, model and loss.
+OBJECTIVES = (
+    "regression",
+    "triplet",
+    "classification",
+    "contrastive",
+    "cosent",
+    "angle",
+    "online-contrastive",
+    "batch-hard",
+    "distill",
+)
 # The objectives that train on scored sentence pairs (STS-like files).
 SCORED_PAIR_OBJECTIVES = ("regression", "cosent", "angle")
 # Triplet objective: `max(d(a, p) - d(a, n) + margin, 0)` with the

@@ -1,11 +1,11 @@
 """The examples SBERT trains and evaluates on, and conversions between them.
 
 Small dataclasses of string lists and a NumPy label array (`SentencePairs`,
-`NLIPairs`, `Triplets`), the `DataFormatError` the readers of
-`sbert_keras.data` raise, the STS score scaling, and the NLI conversions
-(`nli_to_triplets`, `nli_to_pairs`). Plain Python/NumPy: nothing here
-imports Keras or TensorFlow. Everything is importable from
-`sbert_keras.data` too.
+`NLIPairs`, `Triplets`, `LabelledSentences`, `Sentences`), the
+`DataFormatError` the readers of `sbert_keras.data` raise, the STS score
+scaling, and the NLI conversions (`nli_to_triplets`, `nli_to_pairs`).
+Plain Python/NumPy: nothing here imports Keras or TensorFlow. Everything is
+importable from `sbert_keras.data` too.
 
 STS score scaling: the regression objective fits the cosine similarity of
 the two embeddings to the 0..5 gold score mapped linearly (`scale_sts_score`):
@@ -112,6 +112,38 @@ class Triplets:
         return self.anchor, self.positive, self.negative
 
 
+@dataclasses.dataclass
+class LabelledSentences:
+    """Sentences with a class each, for batch-hard triplet training.
+
+    Args:
+        texts: list of str. The sentences.
+        labels: np.ndarray. int32 `(n,)` class ids indexing `classes`.
+        classes: list of str. The class names in id order (first appearance).
+    """
+
+    texts: list
+    labels: np.ndarray
+    classes: list = dataclasses.field(default_factory=list)
+
+    def __len__(self):
+        return len(self.texts)
+
+
+@dataclasses.dataclass
+class Sentences:
+    """Plain sentences, e.g. the training texts of distillation.
+
+    Args:
+        texts: list of str. The sentences.
+    """
+
+    texts: list
+
+    def __len__(self):
+        return len(self.texts)
+
+
 STS_MAPPINGS = ("unit", "keras-io")
 
 
@@ -192,3 +224,26 @@ def nli_to_pairs(nli_pairs):
     entailment = NLI_LABELS.index("entailment")
     keep = [i for i, label in enumerate(nli_pairs.labels) if label == entailment]
     return Triplets([nli_pairs.sentence_a[i] for i in keep], [nli_pairs.sentence_b[i] for i in keep])
+
+
+def unique_sentences(examples):
+    """Every distinct text of a training set, in order of first appearance.
+
+    For distillation on the sentences of an STS, NLI or triplet file.
+
+    Args:
+        examples: `SentencePairs` (`NLIPairs`), `Triplets`,
+            `LabelledSentences` or `Sentences`.
+
+    Returns:
+        `Sentences`.
+    """
+    if isinstance(examples, (Sentences, LabelledSentences)):
+        columns = [examples.texts]
+    elif isinstance(examples, SentencePairs):
+        columns = [examples.sentence_a, examples.sentence_b]
+    elif isinstance(examples, Triplets):
+        columns = [c for c in (examples.anchor, examples.positive, examples.negative) if c is not None]
+    else:
+        raise TypeError(f"Cannot take the sentences of {type(examples).__name__}.")
+    return Sentences(list(dict.fromkeys(text for column in columns for text in column)))

@@ -21,34 +21,24 @@ import keras
 import numpy as np
 
 from sbert_keras import data
-from sbert_keras import siamese
 from sbert_keras.backup import RunBackup
 from sbert_keras.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
-from sbert_keras.defaults import OBJECTIVES
 from sbert_keras.defaults import PAPER_BATCH_SIZE
 from sbert_keras.defaults import PAPER_LEARNING_RATE
 from sbert_keras.defaults import PAPER_WARMUP_FRACTION
-from sbert_keras.defaults import SCORED_PAIR_OBJECTIVES
 from sbert_keras.evaluation import EvaluationCallback
-from sbert_keras.losses_modern import CoSENTLoss
+from sbert_keras.objectives import LABEL_DTYPES
+from sbert_keras.objectives import MODEL_CLASSES  # noqa: F401 (public here too)
+from sbert_keras.objectives import array_sha256
+from sbert_keras.objectives import build_model
+from sbert_keras.objectives import objective_inputs
+from sbert_keras.objectives import objective_loss
+from sbert_keras.objectives import teacher_targets
 from sbert_keras.pipelines import bucket_boundaries
 from sbert_keras.pipelines import siamese_dataset
 from sbert_keras.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
 from sbert_keras.schedules import paper_optimizer
-
-MODEL_CLASSES = {
-    "regression": siamese.RegressionSiamese,
-    "triplet": siamese.TripletSiamese,
-    "classification": siamese.ClassificationSiamese,
-    "contrastive": siamese.ContrastiveSiamese,
-    "cosent": siamese.RegressionSiamese,
-    "angle": siamese.RegressionSiamese,
-}
-# Per objective: extra siamese arguments, and a loss other than the model's default.
-# angle: the pair's embeddings, for the model's default AnglELoss.
-OBJECTIVE_MODEL_KWARGS = {"angle": {"pair_output": "embeddings"}}
-OBJECTIVE_LOSSES = {"cosent": CoSENTLoss}
 
 
 def check_positive_int(value, name):
@@ -77,94 +67,6 @@ def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAP
         if not ok or not low <= value <= high or (name == "learning_rate" and value <= 0):
             bounds = "a finite number > 0" if name == "learning_rate" else "a number in [0, 1]"
             raise ValueError(f"`{name}` must be {bounds}; received {value!r}.")
-
-
-def _check_labels(objective, labels, ok, expected):
-    """Raises naming the first item whose label fails `ok`."""
-    labels = np.asarray(labels, dtype="float64")
-    bad = np.flatnonzero(~ok(labels))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(
-            f"The {objective} objective needs {expected}; item {i} (0-based) has "
-            f"label {labels[i]:g} ({bad.size} such item(s))."
-        )
-
-
-def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3):
-    """The text columns and labels an objective trains on, after checking they fit.
-
-    Args:
-        objective: str. One of `OBJECTIVES`.
-        examples: `data.SentencePairs` with 0-5 STS scores (regression;
-            rescaled here with `data.scale_sts_score(mapping=sts_mapping)`),
-            with any finite scores (cosent, angle: ranking losses on the
-            raw scores, only their order counts),
-            `data.NLIPairs` or pairs with class ids (classification), or
-            `data.Triplets` (triplet, contrastive; NLI pairs are turned into
-            triplets; contrastive uses the negatives as hard negatives).
-        sts_mapping: str. See `data.scale_sts_score`.
-        num_classes: int. Classes of the classification objective.
-
-    Returns:
-        `(columns, labels, model_kwargs)`.
-
-    Raises:
-        TypeError: examples of the wrong kind (e.g. NLI pairs for regression).
-        ValueError: no examples, or a label outside the objective's range,
-            naming the first bad item.
-    """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"`objective` must be one of {OBJECTIVES}. Received {objective!r}.")
-    if objective in ("regression", "classification") and not isinstance(examples, data.SentencePairs):
-        raise TypeError(f"The {objective} objective trains on sentence pairs; received {type(examples).__name__}.")
-    if objective in ("cosent", "angle") and not isinstance(examples, data.SentencePairs):
-        raise TypeError(
-            f"The {objective} objective trains on scored sentence pairs; received {type(examples).__name__}."
-        )
-    if objective in SCORED_PAIR_OBJECTIVES and isinstance(examples, data.NLIPairs):
-        raise TypeError(
-            f"The {objective} objective trains on STS scores (similarities, e.g. 0-5); received NLI pairs "
-            "(labels 0/1/2 are classes, not similarities). Use the classification, "
-            "triplet or contrastive objective for NLI data."
-        )
-    if objective in ("triplet", "contrastive") and isinstance(examples, data.NLIPairs):
-        examples = data.nli_to_triplets(examples)
-        if not len(examples):
-            raise ValueError(
-                f"The {objective} objective found no premise with both an "
-                f"entailment and a contradiction hypothesis in the NLI data."
-            )
-    if objective in ("triplet", "contrastive") and not isinstance(examples, data.Triplets):
-        raise TypeError(f"The {objective} objective trains on triplets; received {type(examples).__name__}.")
-    if not len(examples):
-        raise ValueError(f"The {objective} objective received no training examples.")
-    if objective == "regression":
-        _check_labels(
-            objective,
-            examples.labels,
-            lambda y: (y >= 0) & (y <= data.STS_SCORE_MAX),
-            f"STS scores in [0, {data.STS_SCORE_MAX:g}]",
-        )
-        targets = data.scale_sts_score(examples.labels, mapping=sts_mapping)
-        return [examples.sentence_a, examples.sentence_b], targets, {}
-    if objective in ("cosent", "angle"):
-        _check_labels(objective, examples.labels, np.isfinite, "finite similarity scores")
-        return [examples.sentence_a, examples.sentence_b], np.asarray(examples.labels, "float32"), {}
-    if objective == "classification":
-        _check_labels(
-            objective,
-            examples.labels,
-            lambda y: (y >= 0) & (y < num_classes) & (np.round(y) == y),
-            f"class ids 0..{num_classes - 1} (NLI labels; STS scores need regression)",
-        )
-        return [examples.sentence_a, examples.sentence_b], examples.labels, {}
-    if objective == "triplet":
-        if examples.negative is None:
-            raise ValueError("The triplet objective needs negatives.")
-        return [examples.anchor, examples.positive, examples.negative], None, {}
-    hard = examples.negative is not None
-    return list(examples.as_tuple()), None, {"hard_negatives": hard}
 
 
 def dev_callback(objective, model, dev, prefix="dev_"):
@@ -239,6 +141,7 @@ def train_objective(
     overwrite=False,
     keep_backup=False,
     run_info=None,
+    teacher=None,
     **model_kwargs,
 ):
     """Fine-tunes `encoder` with one SBERT objective and the paper's recipe.
@@ -258,9 +161,10 @@ def train_objective(
 
     Args:
         objective: str. One of `defaults.OBJECTIVES`: `"regression"`,
-            `"triplet"`, `"classification"`, `"contrastive"`, `"cosent"`
-            (`RegressionSiamese` + `CoSENTLoss`) or `"angle"`
-            (`RegressionSiamese(pair_output="embeddings")`, `AnglELoss`).
+            `"triplet"`, `"classification"`, `"contrastive"`, `"cosent"`,
+            `"angle"`, `"online-contrastive"`, `"batch-hard"` or
+            `"distill"` (the data, model and loss of each: the table of
+            `sbert_keras.objectives`).
         encoder: the `SentenceEncoder` to train (updated in place).
         train: the training examples (see `objective_inputs`).
         dev: optional `SentencePairs` (STS), `NLIPairs` or `Triplets`.
@@ -282,8 +186,13 @@ def train_objective(
         keep_backup: bool. Leave the backup after a clean finish (the CLI
             deletes it itself once its outputs are saved).
         run_info: dict or None. Extra fingerprint fields (e.g. file names).
-        **model_kwargs: passed to the siamese model (e.g. `concatenation`,
-            `matryoshka_dims`; not with `"angle"`).
+        teacher: the distill objective's teacher: a `SentenceEncoder`
+            (it encodes `train.texts` once, at float32) or its embeddings
+            `(len(train), dim)`; the student's dimension must match.
+        **model_kwargs: passed to the model (e.g. `concatenation`,
+            `matryoshka_dims`, not with `"angle"`); contrastive only:
+            `hard_negatives=True` (train on the triplets' negatives too) and
+            `mini_batch_size=N` (GradCache: `CachedContrastiveSiamese`).
 
     Returns:
         `(model, history)`.
@@ -298,8 +207,14 @@ def train_objective(
     if save_freq != "epoch":
         check_positive_int(save_freq, "save_freq")
     num_classes = model_kwargs.get("num_classes", 3)
-    columns, labels, extra = objective_inputs(objective, train, sts_mapping, num_classes)
-    model = MODEL_CLASSES[objective](encoder, **extra, **OBJECTIVE_MODEL_KWARGS.get(objective, {}), **model_kwargs)
+    hard_negatives = model_kwargs.get("hard_negatives", False)
+    columns, labels, extra = objective_inputs(objective, train, sts_mapping, num_classes, hard_negatives)
+    if teacher is not None and objective != "distill":
+        raise ValueError(f"`teacher` applies to the distill objective only; objective {objective!r}.")
+    if objective == "distill":
+        labels = teacher_targets(teacher, columns[0], encoder)
+        run_info = {**(run_info or {}), "teacher_embeddings_sha256": array_sha256(labels)}
+    model = build_model(objective, encoder, {**model_kwargs, **extra})
     dataset = siamese_dataset(
         columns,
         labels,
@@ -307,12 +222,12 @@ def train_objective(
         model.active_roles,
         batch_size=batch_size,
         seed=seed,
-        label_dtype="int32" if objective == "classification" else "float32",
+        label_dtype=LABEL_DTYPES.get(objective, "float32"),
     )
     # Bucketing leaves at most one partial batch per bucket, so an epoch has
     # at most this many steps; the schedule ends (lr 0) just after the last.
     steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
-    loss = OBJECTIVE_LOSSES[objective]() if objective in OBJECTIVE_LOSSES else "auto"
+    loss = objective_loss(objective)
     model.compile(optimizer=paper_optimizer(epochs * steps, learning_rate, warmup_fraction), loss=loss)
     all_callbacks = [] if dev is None else [dev_callback(objective, model, dev)]
     backup = None

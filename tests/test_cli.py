@@ -238,6 +238,9 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch, tmp_path):
 
 # --- issue 10: bad training input, checked outputs, atomic and resumable runs ---
 
+TRIPLET_ROWS = [
+    (a, b, c) for a, b, c in zip(CORPUS * 2, CORPUS[1:] + CORPUS[:1] + CORPUS[1:] + CORPUS[:1], CORPUS[::-1] * 2)
+]
 NLI_LINES = [
     {"gold_label": g, "sentence1": a, "sentence2": b}
     for g, a, b in zip(["entailment", "neutral", "contradiction"] * 4, CORPUS * 2, CORPUS[::-1] * 2)
@@ -259,7 +262,27 @@ def files(tmp_path):
     unlabelled.write_text("".join(json.dumps({**r, "gold_label": "-"}) + "\n" for r in NLI_LINES))
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    return {"sts": sts, "nli": nli, "unlabelled": unlabelled, "empty": empty}
+    triplets = tmp_path / "triplets.csv"  # as `mine-negatives` writes them
+    triplets.write_text("anchor,positive,negative\n" + "".join(f"{a},{b},{c}\n" for a, b, c in TRIPLET_ROWS))
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("text,label\n" + "".join(f"{t},{t.split()[1]}\n" for t in CORPUS * 2))
+    pairs01 = tmp_path / "pairs01.csv"
+    pairs01.write_text(
+        "sentence1,sentence2,label\n"
+        + "".join(f"{a},{b},{i % 2}\n" for i, (a, b) in enumerate(zip(CORPUS, CORPUS[1:])))
+    )
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(CORPUS) + "\n")
+    return {
+        "sts": sts,
+        "nli": nli,
+        "unlabelled": unlabelled,
+        "empty": empty,
+        "triplets": triplets,
+        "labelled": labelled,
+        "pairs01": pairs01,
+        "sentences": sentences,
+    }
 
 
 def cli_error(capsys, *args):
@@ -316,6 +339,9 @@ def test_bad_train_flags_name_the_flag_before_anything_loads(capsys, tmp_path, f
         ("contrastive", "sts", "sts.csv does not fit --objective contrastive: .*triplets"),
         ("regression", "empty", "empty.csv: no labelled training examples."),
         ("classification", "unlabelled", r"unlabelled.jsonl: no labelled training examples \(12 unlabelled"),
+        ("batch-hard", "sts", r"sts.csv, line 1: header .* lacks the columns text,label or sentence,label"),
+        ("online-contrastive", "labelled", r"labelled.csv, line 1: header .* lacks the columns sentence1,sentence2"),
+        ("online-contrastive", "triplets", r"triplets.csv, line 1: header .* lacks the columns sentence1,sentence2"),
     ],
 )
 def test_data_that_does_not_fit_the_objective_is_refused_before_training(
@@ -660,6 +686,14 @@ def test_evaluate_ir_prints_retrieval_metrics(capsys, tmp_path, encoder_file):
         (["--objective", "cosent", "--matryoshka-dims", "8,x"], "argument --matryoshka-dims: must be distinct"),
         (["--objective", "cosent", "--matryoshka-dims", "8,0"], "argument --matryoshka-dims: must be distinct"),
         (["--objective", "ranking"], "argument --objective: invalid choice"),
+        (["--objective", "regression", "--hard-negatives"], "--hard-negatives applies to --objective contrastive only"),
+        (["--objective", "cosent", "--mini-batch-size", "2"], "--mini-batch-size applies to --objective contrastive"),
+        (
+            ["--objective", "contrastive", "--mini-batch-size", "0"],
+            "argument --mini-batch-size: must be an integer >= 1",
+        ),
+        (["--objective", "distill"], "--objective distill needs --teacher MODEL"),
+        (["--objective", "cosent", "--teacher", "t.keras"], "--teacher applies to --objective distill only"),
     ],
 )
 def test_new_objective_flags_name_the_flag_before_anything_loads(capsys, tmp_path, files, flags, message):
@@ -682,3 +716,76 @@ def test_train_cosent_with_matryoshka_dims(capsys, tmp_path, files, encoder_file
     assert np.isfinite(out["history"]["loss"][0]) and os.path.exists(tmp_path / "run" / "encoder.keras")
     # `--precision auto` (bfloat16 on a bf16 CPU) held for the run only: the caller's policy is back.
     assert keras.config.dtype_policy().name == policy
+
+
+def load_run(folder):
+    """The `model.keras` and `encoder.keras` of a finished `train` run."""
+    return keras.saving.load_model(folder / "model.keras"), keras.saving.load_model(folder / "encoder.keras")
+
+
+def test_train_contrastive_cached_with_hard_negatives_saves_and_loads(capsys, tmp_path, files, encoder_file):
+    out = run_cli(
+        capsys, "train", "--objective", "contrastive", "--model", encoder_file, "--train", files["triplets"],
+        "--output", tmp_path / "run", "--mini-batch-size", 2, "--batch-size", 8, "--hard-negatives", "--quiet",
+    )  # fmt: skip
+    assert out["mini_batch_size"] == 2 and out["hard_negatives"] is True
+    assert np.isfinite(out["history"]["loss"][0])
+    model, encoder = load_run(tmp_path / "run")
+    assert type(model).__name__ == "CachedContrastiveSiamese" and model.mini_batch_size == 2
+    assert model.active_roles == ("anchor", "positive", "negative")
+    assert encoder.encode(["a man"]).shape == (1, 8)
+
+
+def test_train_contrastive_without_hard_negatives_trains_on_pairs(capsys, tmp_path, files, encoder_file):
+    with pytest.warns(UserWarning, match="negatives unused; pass hard_negatives=True") as warned:
+        out = run_cli(
+            capsys, "train", "--objective", "contrastive", "--model", encoder_file, "--train", files["triplets"],
+            "--output", tmp_path / "run", "--batch-size", 4, "--quiet",
+        )  # fmt: skip
+    assert sum("negatives unused" in str(w.message) for w in warned) == 1  # said once, not by the data check too
+    assert "hard_negatives" not in out
+    model, _ = load_run(tmp_path / "run")
+    assert type(model).__name__ == "ContrastiveSiamese" and model.active_roles == ("anchor", "positive")
+    text = help_text(capsys, "train")
+    assert "--hard-negatives contrastive: also train on the third column" in text
+    assert "without it, (anchor, positive) pairs only" in text and "--mini-batch-size N" in text
+
+
+def help_text(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(
+    "objective, kind, model_class",
+    [
+        ("batch-hard", "labelled", "BatchHardTripletModel"),
+        ("online-contrastive", "pairs01", "RegressionSiamese"),
+        ("distill", "sentences", "DistillationModel"),
+        ("distill", "sts", "DistillationModel"),
+    ],
+)
+def test_train_the_new_objectives(capsys, tmp_path, files, encoder_file, objective, kind, model_class):
+    teacher = ["--teacher", encoder_file] if objective == "distill" else []
+    out = run_cli(
+        capsys, "train", "--objective", objective, "--model", encoder_file, "--train", files[kind],
+        "--output", tmp_path / "run", "--batch-size", 4, "--quiet", *teacher,
+    )  # fmt: skip
+    assert out["objective"] == objective and np.isfinite(out["history"]["loss"][0])
+    # distill on an STS file: its distinct sentences (CORPUS, each in both columns).
+    assert out["train_examples"] == {"labelled": 12, "pairs01": 5, "sentences": 6, "sts": 6}[kind]
+    model, _ = load_run(tmp_path / "run")
+    assert type(model).__name__ == model_class
+
+
+def test_distill_with_a_teacher_of_another_dimension_is_one_line(capsys, tmp_path, files, encoder_file):
+    small = tiny_encoder(normalize=True)
+    teacher = SentenceEncoder(small.backbone, small.preprocessor, projections=[keras.layers.Dense(4, dtype="float32")])
+    teacher.save(tmp_path / "teacher.keras")
+    err = cli_error(
+        capsys, "train", "--objective", "distill", "--model", encoder_file, "--train", files["sentences"],
+        "--output", tmp_path / "run", "--teacher", tmp_path / "teacher.keras",
+    )  # fmt: skip
+    assert "error: The teacher's embeddings have 4 dimensions and the student's 8" in err
+    assert not os.path.exists(tmp_path / "run") and not os.path.exists(tmp_path / "run.partial")
