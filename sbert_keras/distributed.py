@@ -27,6 +27,7 @@ what it lacks for SBERT:
   through this function: it only starts them and waits.
 """
 
+import functools
 import json
 import os
 import socket
@@ -35,6 +36,8 @@ import subprocess
 import keras
 import tensorflow as tf
 from keras import ops
+
+from sbert_keras.losses import ImpliedTargetLoss
 
 TF_CONFIG = "TF_CONFIG"
 CHECKED_KERAS_VERSION = "3.15.1"
@@ -167,7 +170,7 @@ class ReplicaGather(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class ReplicaScaledLoss(keras.losses.Loss):
+class ReplicaScaledLoss(ImpliedTargetLoss):
     """A loss Keras divides by the replica count even when it is one number per batch.
 
     Under a `tf.distribute` strategy Keras scales each replica's loss by
@@ -178,7 +181,7 @@ class ReplicaScaledLoss(keras.losses.Loss):
     `replicas` times too large (Keras 3.15). This wrapper spreads such a
     value over the batch's rows, so Keras scales it like any other; a
     per-example loss passes through unchanged. Without a strategy it equals
-    the wrapped loss.
+    the wrapped loss. Like the in-batch losses, it takes `y_true=None`.
 
     Args:
         loss: a Keras loss (object, name or config) whose `call` returns
@@ -232,8 +235,10 @@ def prepare_model(model):
       with shape `(1,)`; the average over workers is a scalar again.
 
     Call it after `compile`, and call `fit` under `strategy.scope()`.
-    Returns `model`.
+    Without a multi-worker strategy (scope) it changes nothing. Returns `model`.
     """
+    if not isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+        return model
     model._distribute_strategy = None  # keras-team/keras#20329
     model.train_function = model.test_function = None  # rebuilt with the steps below
     for name in ("train_step", "test_step"):
@@ -262,6 +267,29 @@ def build_in_scope(encoder, strategy):
         copy = keras.layers.deserialize(keras.layers.serialize(encoder))
         copy.set_weights(encoder.get_weights())
     return copy
+
+
+def under_strategy(train_fn):
+    """Decorator: gives `train_fn(objective, encoder, ...)` a `strategy=` argument.
+
+    With a strategy, the encoder is rebuilt in its scope (`build_in_scope`),
+    `train_fn` runs under the scope (the model, the optimizer and `fit`),
+    and the trained weights are copied back into the caller's encoder.
+    `train_fn` calls `prepare_model` when `tf.distribute.has_strategy()`.
+    """
+
+    @functools.wraps(train_fn)
+    def wrapped(objective, encoder, *args, strategy=None, **kwargs):
+        if strategy is None:
+            return train_fn(objective, encoder, *args, **kwargs)
+        copy = build_in_scope(encoder, strategy)
+        with strategy.scope():
+            model, history = train_fn(objective, copy, *args, **kwargs)
+        if copy is not encoder:
+            encoder.set_weights(copy.get_weights())
+        return model, history
+
+    return wrapped
 
 
 def launch_local_workers(argv, num_workers=2, env=None, timeout=None):
