@@ -27,11 +27,14 @@ what it lacks for SBERT:
   through this function: it only starts them and waits.
 """
 
+import contextlib
 import functools
 import json
 import os
 import socket
 import subprocess
+import tempfile
+import time
 
 import keras
 import tensorflow as tf
@@ -258,13 +261,15 @@ def build_in_scope(encoder, strategy):
     """`encoder`, or a copy with the same weights whose variables live in `strategy`'s scope.
 
     A strategy's variables must be created under its scope; an encoder
-    loaded before the strategy existed is rebuilt from its config. Copy the
-    trained weights back with `encoder.set_weights(copy.get_weights())`.
+    loaded before the strategy existed is rebuilt from its config, sharing
+    its preprocessor (which has no variables; its vocabulary is not in the
+    config). Copy the trained weights back with
+    `encoder.set_weights(copy.get_weights())`.
     """
     if all(strategy.extended.variable_created_in_scope(v.value) for v in encoder.weights):
         return encoder
     with strategy.scope():
-        copy = keras.layers.deserialize(keras.layers.serialize(encoder))
+        copy = type(encoder).from_config({**encoder.get_config(), "preprocessor": encoder.preprocessor})
         copy.set_weights(encoder.get_weights())
     return copy
 
@@ -296,9 +301,12 @@ def launch_local_workers(argv, num_workers=2, env=None, timeout=None):
     """Runs `argv` as `num_workers` local processes of one cluster.
 
     Each process gets a `TF_CONFIG` naming a free localhost port per worker
-    and its own index. Returns each worker's `subprocess.CompletedProcess`
-    (stdout and stderr captured, as text). Raises `RuntimeError` with the
-    failing worker's stderr if one exits non-zero or runs past `timeout`.
+    and its own index; its stdout and stderr go to temporary files (a pipe
+    left unread while waiting for another worker would fill up and stall
+    the cluster). Returns each worker's `subprocess.CompletedProcess` with
+    its output as text. If a worker exits non-zero or the cluster runs past
+    `timeout`, the others are killed (they would wait for it forever) and a
+    `RuntimeError` names the worker and shows each one's stderr.
 
     Args:
         argv: list of str. The command of every worker, e.g.
@@ -313,25 +321,46 @@ def launch_local_workers(argv, num_workers=2, env=None, timeout=None):
     ```
     """
     workers = local_cluster(num_workers)
-    processes = []
-    for index in range(num_workers):
-        worker_env = {**(os.environ if env is None else env), TF_CONFIG: json.dumps(tf_config(workers, index))}
-        processes.append(
-            subprocess.Popen(argv, env=worker_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        )
-    results, failure = [], None
-    for index, process in enumerate(processes):
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for p in processes:
-                p.kill()
-            out, err = process.communicate()
-            failure = failure or f"worker {index} ran past {timeout} s"
-        results.append(subprocess.CompletedProcess(argv, process.returncode, out, err))
-        if process.returncode and failure is None:
-            failure = f"worker {index} exited with status {process.returncode}"
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with contextlib.ExitStack() as files:
+        logs = [tuple(files.enter_context(tempfile.TemporaryFile("w+")) for _ in "oe") for _ in range(num_workers)]
+        processes = [
+            subprocess.Popen(
+                argv,
+                env={**(os.environ if env is None else env), TF_CONFIG: json.dumps(tf_config(workers, index))},
+                stdout=out,
+                stderr=err,
+                text=True,
+            )
+            for index, (out, err) in enumerate(logs)
+        ]
+        failure = _wait_all(processes, deadline, timeout)
+        results = []
+        for process, (out, err) in zip(processes, logs, strict=True):
+            out.seek(0), err.seek(0)
+            results.append(subprocess.CompletedProcess(argv, process.returncode, out.read(), err.read()))
     if failure:
         details = "\n".join(f"--- worker {i} stderr ---\n{r.stderr[-4000:]}" for i, r in enumerate(results))
         raise RuntimeError(f"{failure}:\n{details}")
     return results
+
+
+def _wait_all(processes, deadline, timeout):
+    """Waits for every process; on a failure or past `deadline` kills the rest. Returns the failure or None."""
+    failure = None
+    while failure is None and any(p.poll() is None for p in processes):
+        failed = [i for i, p in enumerate(processes) if p.poll()]
+        if failed:
+            failure = f"worker {failed[0]} exited with status {processes[failed[0]].returncode}"
+        elif deadline is not None and time.monotonic() > deadline:
+            failure = f"the workers ran past {timeout} s"
+        else:
+            time.sleep(0.2)
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    failed = [i for i, p in enumerate(processes) if p.returncode]
+    if failure is None and failed:
+        failure = f"worker {failed[0]} exited with status {processes[failed[0]].returncode}"
+    return failure

@@ -77,7 +77,7 @@ def training_runs(strategy=None):
             objective,
             encoder,
             examples()[which],
-            epochs=2,
+            epochs=1,
             batch_size=GLOBAL_BATCH,
             learning_rate=1e-2,
             seed=0,
@@ -86,14 +86,13 @@ def training_runs(strategy=None):
             strategy=strategy,
             **kwargs,
         )
+        print(f"run {name}: {steps.losses}", file=sys.stderr, flush=True)
         results[name] = {"losses": steps.losses, "weights": [w.tolist() for w in encoder.get_weights()]}
     return results
 
 
 def worker_main(out_dir):
     """One worker: the strategy first (before any TensorFlow op), then the runs."""
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
     strategy = distributed.multi_worker_strategy()
     index = distributed.read_tf_config()["task"]["index"]
     results = training_runs(strategy)
