@@ -17,12 +17,12 @@ import sys
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from conftest import ROOT
 from conftest import WORDS
 from conftest import tiny_encoder
 from harness import run_serialization_test
+from sbert_keras import cli
 from sbert_keras import distributed
 from sbert_keras import training
 from sbert_keras.losses import InBatchNegativesLoss
@@ -248,3 +248,12 @@ def test_prepare_model_changes_nothing_without_a_multi_worker_strategy():
 
 if __name__ == "__main__":
     worker_main(sys.argv[1])
+
+
+def test_cli_multi_worker_without_tf_config_is_a_clear_error(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    argv = ["train", "--strategy", "multi-worker", "--objective", "contrastive", "--model", "m.keras"]
+    status = cli.main(argv + ["--train", "t.csv", "--output", str(tmp_path / "run")])
+    assert status == 2
+    assert "sbert-keras train: error: TF_CONFIG is not set" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
