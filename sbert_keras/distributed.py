@@ -107,6 +107,9 @@ def multi_worker_strategy(communication="auto"):
         communication: str. `"auto"`, `"ring"` (gRPC, CPUs) or `"nccl"`.
     """
     read_tf_config()
+    choices = ("auto", "ring", "nccl")
+    if communication not in choices:
+        raise ValueError(f"`communication` must be one of {choices}. Received {communication!r}.")
     implementation = tf.distribute.experimental.CommunicationImplementation[communication.upper()]
     options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
