@@ -181,6 +181,13 @@ def build_parser():
     p.add_argument("--limit", type=int, default=None, help="use the first N training examples")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="one log line per epoch")
+    p.add_argument(
+        "--strategy",
+        choices=["none", "multi-worker"],
+        default="none",
+        help="multi-worker: one worker of a tf.distribute.MultiWorkerMirroredStrategy cluster described by TF_CONFIG "
+        "(run the same command on every worker; --batch-size is global; worker 0 writes --output)",
+    )
     p.set_defaults(batch_size=defaults.PAPER_BATCH_SIZE)
 
     p = add("evaluate", cmd_evaluate, "print dev/test metrics as JSON")

@@ -21,6 +21,7 @@ cmd_train(args)  # {"objective": "cosent", "history": {...}, "encoder": "runs/co
 import hashlib
 import math
 import os
+import tempfile
 import time
 import warnings
 
@@ -62,8 +63,13 @@ def cmd_train(args):
 def train_command(args):
     """The body of `cmd_train`, under the run's dtype policy."""
     from sbert_keras import backup
+    from sbert_keras import distributed
     from sbert_keras import training
 
+    # The strategy comes before any other TensorFlow op; the other workers train into a scratch folder.
+    strategy = distributed.multi_worker_strategy() if getattr(args, "strategy", "none") == "multi-worker" else None
+    if strategy is not None and not distributed.is_chief(strategy):
+        args.output = os.path.join(tempfile.mkdtemp(prefix="sbert-keras-worker-"), "run")
     for flag, value in (
         ("--epochs", args.epochs),
         ("--batch-size", args.batch_size),
@@ -112,6 +118,7 @@ def train_command(args):
             overwrite=args.overwrite,
             keep_backup=True,
             run_info=run_info,
+            strategy=strategy,
             teacher=teacher,
             **model_kwargs,
         )

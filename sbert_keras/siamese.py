@@ -19,6 +19,7 @@ from sbert_keras.defaults import NLI_NUM_CLASSES
 from sbert_keras.defaults import PAPER_LEARNING_RATE  # also re-exported: `siamese.PAPER_LEARNING_RATE`
 from sbert_keras.defaults import TRIPLET_DISTANCE
 from sbert_keras.defaults import TRIPLET_MARGIN
+from sbert_keras.distributed import ReplicaGather
 from sbert_keras.encoder import restore_compile
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.losses import TripletLoss
@@ -357,9 +358,10 @@ class ContrastiveSiamese(SiameseModel):
         encoder: the shared `SentenceEncoder`.
         hard_negatives: bool. Take a third input of hard negatives.
         scale: float. Inverse temperature of the softmax (20).
+        gather_across_replicas: bool. Under a `tf.distribute` strategy, score
+            each anchor against every replica's candidates (the global batch).
         **kwargs: `SiameseModel` arguments; `roles` follow from
-            `hard_negatives` (a `roles` entry, as in a saved config, is
-            ignored).
+            `hard_negatives` (a saved config's `roles` is ignored).
 
     Inputs: `(anchor, positive)` or `(anchor, positive, negative)`.
 
@@ -373,22 +375,26 @@ class ContrastiveSiamese(SiameseModel):
 
     dummy_labels = True
 
-    def __init__(self, encoder, hard_negatives=False, scale=IN_BATCH_SCALE, **kwargs):
+    def __init__(self, encoder, hard_negatives=False, scale=IN_BATCH_SCALE, gather_across_replicas=False, **kwargs):
         # === Config === (before the build: `Task.__init__` compiles with `default_loss()`)
         self.hard_negatives = hard_negatives
         self.scale = scale
+        self.gather_across_replicas = gather_across_replicas
         # === Layers ===
         self.similarities = SimilarityMatrix(name="similarity_matrix")
+        self.gather = ReplicaGather(name="replica_gather") if gather_across_replicas else None
         kwargs.pop("roles", None)
         roles = ("anchor", "positive", "negative") if hard_negatives else ("anchor", "positive")
         super().__init__(encoder, roles=roles, **kwargs)
 
     def head(self, embeddings):
-        candidates = [embeddings[r] for r in ("positive", "negative") if r in embeddings]
+        gather = self.gather or (lambda c: c)  # `ReplicaGather`: local rows first, row i's positive is column i
+        candidates = [gather(embeddings[r]) for r in ("positive", "negative") if r in embeddings]
         return self.similarities(embeddings["anchor"], *candidates)
 
     def default_loss(self):
         return InBatchNegativesLoss(scale=self.scale)
 
     def get_config(self):
-        return {**super().get_config(), "hard_negatives": self.hard_negatives, "scale": self.scale}
+        config = {"hard_negatives": self.hard_negatives, "scale": self.scale}
+        return {**super().get_config(), **config, "gather_across_replicas": self.gather_across_replicas}

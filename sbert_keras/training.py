@@ -19,8 +19,10 @@ import warnings
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from sbert_keras import data
+from sbert_keras import distributed
 from sbert_keras.backup import RunBackup
 from sbert_keras.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
 from sbert_keras.defaults import PAPER_BATCH_SIZE
@@ -123,6 +125,7 @@ def run_fingerprint(objective, encoder, train, dev, **settings):
     }
 
 
+@distributed.under_strategy
 def train_objective(
     objective,
     encoder,
@@ -186,6 +189,9 @@ def train_objective(
         keep_backup: bool. Leave the backup after a clean finish (the CLI
             deletes it itself once its outputs are saved).
         run_info: dict or None. Extra fingerprint fields (e.g. file names).
+        strategy: a `tf.distribute` strategy or None. Build, compile and fit
+            under its scope, e.g. `distributed.multi_worker_strategy()` on
+            every worker (`distributed.under_strategy`); `batch_size` is global.
         teacher: the distill objective's teacher: a `SentenceEncoder`
             (it encodes `train.texts` once, at float32) or its embeddings
             `(len(train), dim)`; the student's dimension must match.
@@ -228,7 +234,11 @@ def train_objective(
     # at most this many steps; the schedule ends (lr 0) just after the last.
     steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
     loss = objective_loss(objective)
+    if tf.distribute.has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
+        dataset = distributed.shard_by_data(dataset)
+        loss = distributed.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)
     model.compile(optimizer=paper_optimizer(epochs * steps, learning_rate, warmup_fraction), loss=loss)
+    distributed.prepare_model(model)
     all_callbacks = [] if dev is None else [dev_callback(objective, model, dev)]
     backup = None
     fits = [(dataset, epochs)]

@@ -1,0 +1,369 @@
+"""Multi-worker training with `tf.distribute.MultiWorkerMirroredStrategy`.
+
+Keras 3 on TensorFlow runs `fit` under any `tf.distribute` strategy whose
+scope the model was built in: each step runs on every replica, gradients
+are all-reduced by TensorFlow's collective ops, and the dataset, batched
+with the *global* batch size, is split across the workers by `tf.data`'s
+auto-sharding. Nothing here re-implements that engine. This module holds
+what it lacks for SBERT:
+
+- `multi_worker_strategy`: the strategy from `TF_CONFIG`, with a clear
+  error when the variable is missing or malformed (TensorFlow silently
+  falls back to one local worker).
+- `tf_config` / `local_cluster`: the `TF_CONFIG` of each worker, and free
+  localhost ports to try a cluster on one machine.
+- `shard_by_data`: every worker reads the same in-memory examples, so the
+  dataset is sharded by element (`AutoShardPolicy.DATA`) instead of the
+  default's failed attempt to shard by file.
+- `ReplicaGather` / `gather_across_replicas`: the candidates of in-batch
+  negatives gathered from every replica, so each anchor scores against the
+  global batch (sentence-transformers' `gather_across_devices`). Keras has
+  no cross-replica layer; `tf.distribute.ReplicaContext.all_gather` does the
+  work and its gradient sends each slice's gradient, summed over replicas,
+  back to the replica that computed it.
+- `launch_local_workers`: starts one OS process per worker with its
+  `TF_CONFIG` (what `torchrun --standalone` does for PyTorch; TensorFlow has
+  no launcher). The workers talk through TensorFlow's collectives, not
+  through this function: it only starts them and waits.
+"""
+
+import contextlib
+import functools
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from sbert_keras.losses import ImpliedTargetLoss
+
+TF_CONFIG = "TF_CONFIG"
+CHECKED_KERAS_VERSION = "3.15.1"
+
+
+def tf_config(workers, index):
+    """The `TF_CONFIG` dict of worker `index` of a cluster.
+
+    Args:
+        workers: list of str. Every worker's `"host:port"`, the same list
+            (same order) on every machine; worker 0 is the chief.
+        index: int. This worker's position in `workers`.
+
+    Example:
+    ```python
+    os.environ["TF_CONFIG"] = json.dumps(tf_config(["10.0.0.1:12345", "10.0.0.2:12345"], 0))
+    ```
+    """
+    workers = list(workers)
+    if not workers or any(not isinstance(w, str) or ":" not in w for w in workers):
+        raise ValueError(f"`workers` must be a non-empty list of 'host:port' strings. Received {workers!r}.")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(workers):
+        raise ValueError(f"`index` must be an int in [0, {len(workers)}). Received {index!r}.")
+    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+
+
+def local_cluster(num_workers):
+    """`num_workers` free `"localhost:port"` addresses, for a one-machine cluster."""
+    sockets = [socket.socket() for _ in range(num_workers)]
+    try:
+        for s in sockets:
+            s.bind(("localhost", 0))
+        return [f"localhost:{s.getsockname()[1]}" for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def read_tf_config(environ=None):
+    """This process's `TF_CONFIG`, checked; a `ValueError` names what is wrong."""
+    text = (os.environ if environ is None else environ).get(TF_CONFIG)
+    if not text:
+        raise ValueError(
+            f"{TF_CONFIG} is not set: multi-worker training needs it on every worker, "
+            'e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker", "index": 0}}.'
+        )
+    try:
+        config = json.loads(text)
+        workers, task = config["cluster"]["worker"], config["task"]
+        tf_config(workers, task["index"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{TF_CONFIG} is malformed ({error}): {text!r}.") from None
+    return config
+
+
+def multi_worker_strategy(communication="auto"):
+    """A `tf.distribute.MultiWorkerMirroredStrategy` from `TF_CONFIG`.
+
+    Create it at the start of the program, before any other TensorFlow
+    operation (a TensorFlow requirement), on every worker, then build and
+    compile the model under `strategy.scope()`.
+
+    Args:
+        communication: str. `"auto"`, `"ring"` (gRPC, CPUs) or `"nccl"`.
+    """
+    read_tf_config()
+    choices = ("auto", "ring", "nccl")
+    if communication not in choices:
+        raise ValueError(f"`communication` must be one of {choices}. Received {communication!r}.")
+    implementation = tf.distribute.experimental.CommunicationImplementation[communication.upper()]
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def is_chief(strategy=None):
+    """True on worker 0 (or without a multi-worker cluster): the one that saves."""
+    strategy = strategy or tf.distribute.get_strategy()
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return resolver is None or resolver.task_type in (None, "chief") or resolver.task_id == 0
+
+
+def shard_by_data(dataset):
+    """`dataset` sharded by element across workers (`AutoShardPolicy.DATA`).
+
+    With the global batch `B` and `R` replicas, each step's batch is split
+    into `R` slices of `B / R`, one per replica, in order.
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
+
+
+def gather_across_replicas(x):
+    """`x` (rows on axis 0) from every replica, this replica's rows first.
+
+    Without a strategy, or outside a replica context, returns `x`. Local
+    batches may differ in size (the last one of an epoch). The gradient of
+    the gathered rows flows back, summed over replicas, to the replica that
+    computed them.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return x
+    gathered = context.all_gather(x, axis=0)
+    sizes = context.all_gather(tf.shape(x)[:1], axis=0)
+    offset = tf.reduce_sum(sizes[: context.replica_id_in_sync_group])
+    return tf.roll(gathered, shift=-offset, axis=0)
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class ReplicaGather(keras.layers.Layer):
+    """Gathers its input's rows from every replica, local rows first.
+
+    Under a `tf.distribute` strategy each replica sees `(global_batch, ...)`
+    with its own `(local_batch, ...)` rows at the top; elsewhere it is the
+    identity. Used by `ContrastiveSiamese(gather_across_replicas=True)` on
+    the candidates, so row `i`'s positive stays column `i`.
+
+    Example:
+    ```python
+    candidates = ReplicaGather()(positives)  # (global_batch, dim) in fit
+    ```
+    """
+
+    def call(self, x):
+        return gather_across_replicas(x)
+
+    def compute_output_shape(self, input_shape):
+        return (None, *input_shape[1:])
+
+    def compute_output_spec(self, x):
+        return keras.KerasTensor((None, *x.shape[1:]), dtype=x.dtype)
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class ReplicaScaledLoss(ImpliedTargetLoss):
+    """A loss Keras divides by the replica count even when it is one number per batch.
+
+    Under a `tf.distribute` strategy Keras scales each replica's loss by
+    `1 / replicas` (the gradients are then summed), but only when the loss
+    returns one value per example: a loss that returns one value per batch
+    (`MeanSquaredError` on `RegressionSiamese`'s `(batch,)` cosines,
+    `CoSENTLoss`, `AnglELoss`) is left unscaled, so its gradient is
+    `replicas` times too large (Keras 3.15). This wrapper spreads such a
+    value over the batch's rows, so Keras scales it like any other; a
+    per-example loss passes through unchanged. Without a strategy it equals
+    the wrapped loss. Like the in-batch losses, it takes `y_true=None`.
+
+    Args:
+        loss: a Keras loss (object, name or config) whose `call` returns
+            per-example values or one unreduced value per batch; not a
+            `MatryoshkaLoss` (wrap the loss inside it instead).
+
+    Example:
+    ```python
+    model.compile(loss=ReplicaScaledLoss(keras.losses.MeanSquaredError()))
+    ```
+    """
+
+    def __init__(self, loss, name=None, reduction="sum_over_batch_size", dtype=None):
+        inner = keras.losses.get(loss)
+        if inner is None or type(inner).__name__ == "MatryoshkaLoss":
+            raise ValueError(
+                f"`loss` must be a Keras loss other than MatryoshkaLoss (wrap the loss inside it). Received {loss!r}."
+            )
+        super().__init__(name=name or f"replica_scaled_{inner.name}", reduction=reduction, dtype=dtype)
+        self.loss = inner
+
+    def call(self, y_true, y_pred):
+        values = ops.cast(self.loss.call(y_true, y_pred), "float32")
+        if len(values.shape) == 0:
+            values = ops.broadcast_to(values, ops.shape(y_pred)[:1])
+        return values
+
+    def get_config(self):
+        return {**super().get_config(), "loss": keras.losses.serialize(self.loss)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**{**config, "loss": keras.losses.deserialize(config["loss"])})
+
+
+def prepare_model(model):
+    """Lets Keras 3.15's `fit` run `model` under `MultiWorkerMirroredStrategy`.
+
+    Two Keras bugs stop `fit` with one replica per worker, and both are
+    worked around here, on this model only (checked against Keras
+    `CHECKED_KERAS_VERSION`; `tests/test_distributed.py` compares the run
+    with one process, so a Keras that changes them fails there):
+
+    - keras-team/keras#20329: before the first step Keras averages an input
+      batch across replicas to build the model, which fails on the siamese
+      models' dict inputs. The model is built already (under the scope), so
+      Keras is told it was made outside one (`model._distribute_strategy =
+      None`) and takes the strategy from the scope `fit` runs in.
+    - tensorflow/tensorflow#72388: Keras averages each step's logs across
+      workers along axis 0, which fails on scalars. The logs are returned
+      with shape `(1,)`; the average over workers is a scalar again.
+
+    Call it after `compile`, and call `fit` under `strategy.scope()`.
+    Without a multi-worker strategy (scope) it changes nothing. Returns `model`.
+    """
+    if not isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+        return model
+    model._distribute_strategy = None  # keras-team/keras#20329
+    model.train_function = model.test_function = None  # rebuilt with the steps below
+    for name in ("train_step", "test_step"):
+        step = getattr(type(model), name).__get__(model)
+        setattr(model, name, _rank_one_logs(step))
+    return model
+
+
+def _rank_one_logs(step):
+    def wrapped(data):
+        return {key: ops.reshape(value, (-1,)) for key, value in step(data).items()}
+
+    return wrapped
+
+
+def build_in_scope(encoder, strategy):
+    """`encoder`, or a copy with the same weights whose variables live in `strategy`'s scope.
+
+    A strategy's variables must be created under its scope; an encoder
+    loaded before the strategy existed is rebuilt from its config, sharing
+    its preprocessor (which has no variables; its vocabulary is not in the
+    config). Copy the trained weights back with
+    `encoder.set_weights(copy.get_weights())`.
+    """
+    if all(strategy.extended.variable_created_in_scope(v.value) for v in encoder.weights):
+        return encoder
+    with strategy.scope():
+        copy = type(encoder).from_config({**encoder.get_config(), "preprocessor": encoder.preprocessor})
+        copy.set_weights(encoder.get_weights())
+    return copy
+
+
+def under_strategy(train_fn):
+    """Decorator: gives `train_fn(objective, encoder, ...)` a `strategy=` argument.
+
+    With a strategy, the encoder is rebuilt in its scope (`build_in_scope`),
+    `train_fn` runs under the scope (the model, the optimizer and `fit`),
+    and the trained weights are copied back into the caller's encoder.
+    `train_fn` calls `prepare_model` when `tf.distribute.has_strategy()`.
+    """
+
+    @functools.wraps(train_fn)
+    def wrapped(objective, encoder, *args, strategy=None, **kwargs):
+        if strategy is None:
+            return train_fn(objective, encoder, *args, **kwargs)
+        copy = build_in_scope(encoder, strategy)
+        with strategy.scope():
+            model, history = train_fn(objective, copy, *args, **kwargs)
+        if copy is not encoder:
+            encoder.set_weights(copy.get_weights())
+        return model, history
+
+    return wrapped
+
+
+def launch_local_workers(argv, num_workers=2, env=None, timeout=None):
+    """Runs `argv` as `num_workers` local processes of one cluster.
+
+    Each process gets a `TF_CONFIG` naming a free localhost port per worker
+    and its own index; its stdout and stderr go to temporary files (a pipe
+    left unread while waiting for another worker would fill up and stall
+    the cluster). Returns each worker's `subprocess.CompletedProcess` with
+    its output as text. If a worker exits non-zero or the cluster runs past
+    `timeout`, the others are killed (they would wait for it forever) and a
+    `RuntimeError` names the worker and shows each one's stderr.
+
+    Args:
+        argv: list of str. The command of every worker, e.g.
+            `[sys.executable, "train.py"]`.
+        num_workers: int. Processes to start.
+        env: dict or None. Environment of the workers (default: this one's).
+        timeout: float or None. Seconds to wait for all of them.
+
+    Example:
+    ```python
+    launch_local_workers([sys.executable, "-m", "sbert_keras.cli", "train", ...], 2, timeout=600)
+    ```
+    """
+    workers = local_cluster(num_workers)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with contextlib.ExitStack() as files:
+        logs = [tuple(files.enter_context(tempfile.TemporaryFile("w+")) for _ in "oe") for _ in range(num_workers)]
+        processes = [
+            subprocess.Popen(
+                argv,
+                env={**(os.environ if env is None else env), TF_CONFIG: json.dumps(tf_config(workers, index))},
+                stdout=out,
+                stderr=err,
+                text=True,
+            )
+            for index, (out, err) in enumerate(logs)
+        ]
+        failure = _wait_all(processes, deadline, timeout)
+        results = []
+        for process, (out, err) in zip(processes, logs, strict=True):
+            out.seek(0), err.seek(0)
+            results.append(subprocess.CompletedProcess(argv, process.returncode, out.read(), err.read()))
+    if failure:
+        details = "\n".join(f"--- worker {i} stderr ---\n{r.stderr[-4000:]}" for i, r in enumerate(results))
+        raise RuntimeError(f"{failure}:\n{details}")
+    return results
+
+
+def _wait_all(processes, deadline, timeout):
+    """Waits for every process; on a failure or past `deadline` kills the rest. Returns the failure or None."""
+    failure = None
+    while failure is None and any(p.poll() is None for p in processes):
+        failed = [i for i, p in enumerate(processes) if p.poll()]
+        if failed:
+            failure = f"worker {failed[0]} exited with status {processes[failed[0]].returncode}"
+        elif deadline is not None and time.monotonic() > deadline:
+            failure = f"the workers ran past {timeout} s"
+        else:
+            time.sleep(0.2)
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    failed = [i for i, p in enumerate(processes) if p.returncode]
+    if failure is None and failed:
+        failure = f"worker {failed[0]} exited with status {processes[failed[0]].returncode}"
+    return failure
