@@ -28,6 +28,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -122,9 +123,18 @@ def fit_sts(setup, encoder, objective, epochs, **model_kwargs):
     """`train_objective` on STS-B train with the paper's settings; `(seconds, final loss)`."""
     timer = common.fit_timer()
     _, history = train_objective(
-        objective, encoder, setup.sts_train, epochs=epochs, batch_size=BATCH, learning_rate=LR,
-        warmup_fraction=WARMUP, seed=setup.seed, callbacks=[timer], verbose=0, **model_kwargs,
-    )  # fmt: skip
+        objective,
+        encoder,
+        setup.sts_train,
+        epochs=epochs,
+        batch_size=BATCH,
+        learning_rate=LR,
+        warmup_fraction=WARMUP,
+        seed=setup.seed,
+        callbacks=[timer],
+        verbose=0,
+        **model_kwargs,
+    )
     return timer.summary()["fit_seconds"], common.last_history(history).get("loss")
 
 
@@ -142,9 +152,20 @@ def recipe_a(setup, objectives=("regression", "cosent", "angle")):
         before = dev_spearman(encoder, setup.sts_dev)
         seconds, loss = fit_sts(setup, encoder, objective, setup.epochs)
         after = dev_spearman(encoder, setup.sts_dev)
-        rows.append(_row(setup, "a", objective=objective, epochs=setup.epochs, batch_size=BATCH,
-                         learning_rate=LR, seconds=seconds, final_loss=loss,
-                         dev_spearman_before=before, dev_spearman=after))  # fmt: skip
+        rows.append(
+            _row(
+                setup,
+                "a",
+                objective=objective,
+                epochs=setup.epochs,
+                batch_size=BATCH,
+                learning_rate=LR,
+                seconds=seconds,
+                final_loss=loss,
+                dev_spearman_before=before,
+                dev_spearman=after,
+            )
+        )
     return rows
 
 
@@ -152,9 +173,17 @@ def in_batch_stage(setup, encoder, triplets):
     """Stage 1 of recipe b: `contrastive` (hard negatives) on SNLI triplets; `(seconds, loss)`."""
     timer = common.fit_timer()
     _, history = train_objective(
-        "contrastive", encoder, triplets, epochs=1, batch_size=setup.snli_batch, learning_rate=LR,
-        warmup_fraction=WARMUP, seed=setup.seed, callbacks=[timer], verbose=0,
-    )  # fmt: skip
+        "contrastive",
+        encoder,
+        triplets,
+        epochs=1,
+        batch_size=setup.snli_batch,
+        learning_rate=LR,
+        warmup_fraction=WARMUP,
+        seed=setup.seed,
+        callbacks=[timer],
+        verbose=0,
+    )
     return timer.summary()["fit_seconds"], common.last_history(history).get("loss")
 
 
@@ -167,13 +196,26 @@ def recipe_b(setup):
     seconds_2, loss_2 = fit_sts(setup, encoder, setup.stage2_objective, setup.stage2_epochs)
     after = dev_spearman(encoder, setup.sts_dev)
     return [
-        _row(setup, "b", objective=f"contrastive(SNLI) -> {setup.stage2_objective}(STS-B)",
-             snli_triplets=len(setup.triplets.anchor), stage1_batch_size=setup.snli_batch, stage1_epochs=1,
-             stage1_seconds=seconds_1, stage1_final_loss=loss_1, dev_spearman_after_stage1=after_1,
-             epochs=setup.stage2_epochs, batch_size=BATCH, learning_rate=LR, stage2_seconds=seconds_2,
-             stage2_final_loss=loss_2, seconds=seconds_1 + seconds_2,
-             dev_spearman_before=before, dev_spearman=after)
-    ]  # fmt: skip
+        _row(
+            setup,
+            "b",
+            objective=f"contrastive(SNLI) -> {setup.stage2_objective}(STS-B)",
+            snli_triplets=len(setup.triplets.anchor),
+            stage1_batch_size=setup.snli_batch,
+            stage1_epochs=1,
+            stage1_seconds=seconds_1,
+            stage1_final_loss=loss_1,
+            dev_spearman_after_stage1=after_1,
+            epochs=setup.stage2_epochs,
+            batch_size=BATCH,
+            learning_rate=LR,
+            stage2_seconds=seconds_2,
+            stage2_final_loss=loss_2,
+            seconds=seconds_1 + seconds_2,
+            dev_spearman_before=before,
+            dev_spearman=after,
+        )
+    ]
 
 
 def recipe_c(setup):
@@ -185,16 +227,36 @@ def recipe_c(setup):
         seconds, loss = fit_sts(setup, encoder, setup.c_objective, setup.epochs, **kwargs)
         full, by_dim = dev_spearman(encoder, setup.sts_dev, setup.dims)
         retention = {dim: score / full for dim, score in by_dim.items()}
-        rows.append(_row(setup, "c", objective=setup.c_objective, matryoshka=matryoshka, dims=list(setup.dims),
-                         epochs=setup.epochs, batch_size=BATCH, learning_rate=LR, seconds=seconds,
-                         final_loss=loss, dev_spearman=full, dev_spearman_by_dim=by_dim,
-                         retention_by_dim=retention))  # fmt: skip
+        rows.append(
+            _row(
+                setup,
+                "c",
+                objective=setup.c_objective,
+                matryoshka=matryoshka,
+                dims=list(setup.dims),
+                epochs=setup.epochs,
+                batch_size=BATCH,
+                learning_rate=LR,
+                seconds=seconds,
+                final_loss=loss,
+                dev_spearman=full,
+                dev_spearman_by_dim=by_dim,
+                retention_by_dim=retention,
+            )
+        )
     smallest_target = 128 if 128 in setup.dims else setup.dims[-2]
-    rows.append(dict(benchmark=NAME, recipe="c", summary=True, dim=smallest_target,
-                     retention_matryoshka=rows[1]["retention_by_dim"][smallest_target],
-                     retention_plain=rows[0]["retention_by_dim"][smallest_target],
-                     target=f">= {TARGET_DIM_RETENTION}",
-                     meets_target=bool(rows[1]["retention_by_dim"][smallest_target] >= TARGET_DIM_RETENTION)))  # fmt: skip
+    rows.append(
+        dict(
+            benchmark=NAME,
+            recipe="c",
+            summary=True,
+            dim=smallest_target,
+            retention_matryoshka=rows[1]["retention_by_dim"][smallest_target],
+            retention_plain=rows[0]["retention_by_dim"][smallest_target],
+            target=f">= {TARGET_DIM_RETENTION}",
+            meets_target=bool(rows[1]["retention_by_dim"][smallest_target] >= TARGET_DIM_RETENTION),
+        )
+    )
     return rows
 
 
@@ -209,21 +271,38 @@ def train_in_batch(setup, kind):
         model = ContrastiveSiamese(encoder, hard_negatives=True)
     triplets = setup.triplets
     columns = [triplets.anchor, triplets.positive, triplets.negative]
-    dataset = siamese_dataset(columns, None, encoder.preprocessor, model.active_roles, batch_size=batch_size,
-                              seed=setup.seed, bucketing=False)  # fmt: skip
+    dataset = siamese_dataset(
+        columns, None, encoder.preprocessor, model.active_roles, batch_size=batch_size, seed=setup.seed, bucketing=False
+    )
     steps = -(-len(triplets.anchor) // batch_size)
     model.compile(optimizer=paper_optimizer(steps, LR, WARMUP))
     rss_before = common.current_rss_mb()
     timer = common.fit_timer()
-    history = model.fit(dataset, epochs=1, callbacks=[timer], verbose=0)
+    with warnings.catch_warnings():
+        # The shuffled, unbatched dataset has no known length: Keras says so at the epoch's end.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        history = model.fit(dataset, epochs=1, callbacks=[timer], verbose=0)
     timing = timer.summary()
-    return _row(setup, "d", objective="contrastive (SNLI, hard negatives)", kind=kind, batch_size=batch_size,
-                mini_batch_size=mini, snli_triplets=len(triplets.anchor), epochs=1, learning_rate=LR,
-                seconds=timing["fit_seconds"], steps=timing["steps"],
-                steady_seconds_per_step=timing["steady_seconds_per_step"],
-                final_loss=common.last_history(history).get("loss"), dev_spearman=dev_spearman(encoder, setup.sts_dev),
-                rss_before_fit_mb=rss_before, peak_rss_mb=common.peak_rss_mb(), ru_maxrss_mb=common.ru_maxrss_mb(),
-                target_peak_rss_mb=TARGET_PEAK_RSS_MB)  # fmt: skip
+    return _row(
+        setup,
+        "d",
+        objective="contrastive (SNLI, hard negatives)",
+        kind=kind,
+        batch_size=batch_size,
+        mini_batch_size=mini,
+        snli_triplets=len(triplets.anchor),
+        epochs=1,
+        learning_rate=LR,
+        seconds=timing["fit_seconds"],
+        steps=timing["steps"],
+        steady_seconds_per_step=timing["steady_seconds_per_step"],
+        final_loss=common.last_history(history).get("loss"),
+        dev_spearman=dev_spearman(encoder, setup.sts_dev),
+        rss_before_fit_mb=rss_before,
+        peak_rss_mb=common.peak_rss_mb(),
+        ru_maxrss_mb=common.ru_maxrss_mb(),
+        target_peak_rss_mb=TARGET_PEAK_RSS_MB,
+    )
 
 
 def recipe_d(setup, argv):
@@ -280,11 +359,19 @@ def build_setup(args, model_dir, paths, recipe):
         triplets = data.Triplets(t.anchor[:wanted], t.positive[:wanted], t.negative[:wanted])
     precision = set_precision(args.precision)
     return Setup(
-        make_encoder=lambda: _fresh_minilm(model_dir, args.seed), sts_train=train, sts_dev=dev, triplets=triplets,
-        precision=precision, epochs=args.epochs, snli_batch=16 if quick else 64,
-        cached_batch=(16, 4) if quick else (512, 32), stage2_objective=args.stage2_objective,
-        stage2_epochs=1 if quick else args.stage2_epochs, c_objective=args.c_objective, seed=args.seed,
-    )  # fmt: skip
+        make_encoder=lambda: _fresh_minilm(model_dir, args.seed),
+        sts_train=train,
+        sts_dev=dev,
+        triplets=triplets,
+        precision=precision,
+        epochs=args.epochs,
+        snli_batch=16 if quick else 64,
+        cached_batch=(16, 4) if quick else (512, 32),
+        stage2_objective=args.stage2_objective,
+        stage2_epochs=1 if quick else args.stage2_epochs,
+        c_objective=args.c_objective,
+        seed=args.seed,
+    )
 
 
 def _fresh_minilm(model_dir, seed):
