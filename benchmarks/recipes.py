@@ -139,125 +139,67 @@ def fit_sts(setup, encoder, objective, epochs, **model_kwargs):
 
 
 def _row(setup, recipe, **fields):
-    row = dict(benchmark=NAME, recipe=recipe, precision=setup.precision, seed=setup.seed)
-    row.update(train_pairs=len(setup.sts_train), dev_pairs=len(setup.sts_dev), **fields)
-    return row
+    """A result line: the recipe, the shared settings, then `fields`."""
+    row = dict(benchmark=NAME, recipe=recipe, precision=setup.precision, seed=setup.seed, batch_size=BATCH)
+    row.update(learning_rate=LR, train_pairs=len(setup.sts_train), dev_pairs=len(setup.sts_dev))
+    return {**row, **fields}
 
 
 def recipe_a(setup, objectives=("regression", "cosent", "angle")):
-    """Regression vs CoSENT vs AnglE: one row each."""
-    rows = []
+    """Regression vs CoSENT vs AnglE: yields one row per objective, as it finishes."""
     for objective in objectives:
         encoder = setup.make_encoder()
         before = dev_spearman(encoder, setup.sts_dev)
         seconds, loss = fit_sts(setup, encoder, objective, setup.epochs)
-        after = dev_spearman(encoder, setup.sts_dev)
-        rows.append(
-            _row(
-                setup,
-                "a",
-                objective=objective,
-                epochs=setup.epochs,
-                batch_size=BATCH,
-                learning_rate=LR,
-                seconds=seconds,
-                final_loss=loss,
-                dev_spearman_before=before,
-                dev_spearman=after,
-            )
-        )
-    return rows
+        row = _row(setup, "a", objective=objective, epochs=setup.epochs, seconds=seconds, final_loss=loss)
+        yield {**row, "dev_spearman_before": before, "dev_spearman": dev_spearman(encoder, setup.sts_dev)}
 
 
 def in_batch_stage(setup, encoder, triplets):
     """Stage 1 of recipe b: `contrastive` (hard negatives) on SNLI triplets; `(seconds, loss)`."""
     timer = common.fit_timer()
     _, history = train_objective(
-        "contrastive",
-        encoder,
-        triplets,
-        epochs=1,
-        batch_size=setup.snli_batch,
-        learning_rate=LR,
-        warmup_fraction=WARMUP,
-        seed=setup.seed,
-        callbacks=[timer],
-        verbose=0,
-    )
+        "contrastive", encoder, triplets, batch_size=setup.snli_batch, learning_rate=LR, warmup_fraction=WARMUP,
+        seed=setup.seed, callbacks=[timer], verbose=0,
+    )  # fmt: skip
     return timer.summary()["fit_seconds"], common.last_history(history).get("loss")
 
 
 def recipe_b(setup):
-    """SNLI in-batch negatives, then STS-B: one row with both stages."""
+    """SNLI in-batch negatives, then STS-B: yields one row with both stages."""
     encoder = setup.make_encoder()
     before = dev_spearman(encoder, setup.sts_dev)
     seconds_1, loss_1 = in_batch_stage(setup, encoder, setup.triplets)
     after_1 = dev_spearman(encoder, setup.sts_dev)
     seconds_2, loss_2 = fit_sts(setup, encoder, setup.stage2_objective, setup.stage2_epochs)
-    after = dev_spearman(encoder, setup.sts_dev)
-    return [
-        _row(
-            setup,
-            "b",
-            objective=f"contrastive(SNLI) -> {setup.stage2_objective}(STS-B)",
-            snli_triplets=len(setup.triplets.anchor),
-            stage1_batch_size=setup.snli_batch,
-            stage1_epochs=1,
-            stage1_seconds=seconds_1,
-            stage1_final_loss=loss_1,
-            dev_spearman_after_stage1=after_1,
-            epochs=setup.stage2_epochs,
-            batch_size=BATCH,
-            learning_rate=LR,
-            stage2_seconds=seconds_2,
-            stage2_final_loss=loss_2,
-            seconds=seconds_1 + seconds_2,
-            dev_spearman_before=before,
-            dev_spearman=after,
-        )
-    ]
+    row = _row(setup, "b", objective=f"contrastive(SNLI) -> {setup.stage2_objective}(STS-B)")
+    row.update(snli_triplets=len(setup.triplets.anchor), stage1_batch_size=setup.snli_batch, stage1_epochs=1)
+    row.update(stage1_seconds=seconds_1, stage1_final_loss=loss_1, dev_spearman_after_stage1=after_1)
+    row.update(epochs=setup.stage2_epochs, stage2_seconds=seconds_2, stage2_final_loss=loss_2)
+    row.update(seconds=seconds_1 + seconds_2, dev_spearman_before=before)
+    yield {**row, "dev_spearman": dev_spearman(encoder, setup.sts_dev)}
 
 
 def recipe_c(setup):
-    """Matryoshka vs plain, same objective: dev Spearman at every dimension of `setup.dims`."""
+    """Matryoshka vs plain, same objective: yields the dev Spearman at each of `setup.dims`, then a summary."""
     rows = []
     for matryoshka in (False, True):
         encoder = setup.make_encoder()
         kwargs = {"matryoshka_dims": setup.dims} if matryoshka else {}
         seconds, loss = fit_sts(setup, encoder, setup.c_objective, setup.epochs, **kwargs)
         full, by_dim = dev_spearman(encoder, setup.sts_dev, setup.dims)
-        retention = {dim: score / full for dim, score in by_dim.items()}
-        rows.append(
-            _row(
-                setup,
-                "c",
-                objective=setup.c_objective,
-                matryoshka=matryoshka,
-                dims=list(setup.dims),
-                epochs=setup.epochs,
-                batch_size=BATCH,
-                learning_rate=LR,
-                seconds=seconds,
-                final_loss=loss,
-                dev_spearman=full,
-                dev_spearman_by_dim=by_dim,
-                retention_by_dim=retention,
-            )
-        )
-    smallest_target = 128 if 128 in setup.dims else setup.dims[-2]
-    rows.append(
-        dict(
-            benchmark=NAME,
-            recipe="c",
-            summary=True,
-            dim=smallest_target,
-            retention_matryoshka=rows[1]["retention_by_dim"][smallest_target],
-            retention_plain=rows[0]["retention_by_dim"][smallest_target],
-            target=f">= {TARGET_DIM_RETENTION}",
-            meets_target=bool(rows[1]["retention_by_dim"][smallest_target] >= TARGET_DIM_RETENTION),
-        )
-    )
-    return rows
+        row = _row(setup, "c", objective=setup.c_objective, matryoshka=matryoshka, dims=list(setup.dims))
+        row.update(epochs=setup.epochs, seconds=seconds, final_loss=loss, dev_spearman=full)
+        row.update(dev_spearman_by_dim=by_dim, retention_by_dim={d: score / full for d, score in by_dim.items()})
+        rows.append(row)
+        yield row
+    dim = 128 if 128 in setup.dims else setup.dims[-2]
+    kept = rows[1]["retention_by_dim"][dim]
+    yield dict(
+        benchmark=NAME, recipe="c", summary=True, dim=dim, retention_matryoshka=kept,
+        retention_plain=rows[0]["retention_by_dim"][dim], target=f">= {TARGET_DIM_RETENTION}",
+        meets_target=bool(kept >= TARGET_DIM_RETENTION),
+    )  # fmt: skip
 
 
 def train_in_batch(setup, kind):
@@ -305,18 +247,16 @@ def train_in_batch(setup, kind):
     )
 
 
-def recipe_d(setup, argv):
-    """Cached batch 512 vs plain batch 64, each in a fresh subprocess (its own peak RSS)."""
-    rows = []
+def recipe_d(args):
+    """Cached batch 512 vs plain batch 64, each in a fresh subprocess (its own peak RSS): yields their rows."""
     for kind in ("cached", "plain"):
-        command = [sys.executable, __file__, *argv, "--child", kind]
+        command = [sys.executable, __file__, *child_argv(args), "--child", kind]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         if result.returncode != 0 or not lines:
             tail = " | ".join(result.stderr.strip().splitlines()[-3:])
             lines = [dict(benchmark=NAME, recipe="d", kind=kind, failed=result.returncode, error=tail)]
-        rows.append(lines[-1])
-    return rows
+        yield lines[-1]
 
 
 def parse_args(argv):
@@ -392,20 +332,14 @@ def main(argv=None):
     recipes = "abcd" if args.recipe == "all" else args.recipe
     for recipe in recipes:
         setup = build_setup(args, model_dir, paths, recipe)
-        with common.Timer() as total:
-            if recipe == "a":
-                rows = recipe_a(setup, tuple(args.objectives.split(",")))
-            elif recipe == "b":
-                rows = recipe_b(setup)
-            elif recipe == "c":
-                rows = recipe_c(setup)
-            else:
-                rows = recipe_d(setup, child_argv(args))
-        for row in rows:
-            if "dev_spearman" in row and "summary" not in row:
-                full = args.sts_limit is None and args.dev_limit is None and not args.quick
+        if recipe == "a":
+            rows = recipe_a(setup, tuple(args.objectives.split(",")))
+        else:
+            rows = recipe_b(setup) if recipe == "b" else recipe_c(setup) if recipe == "c" else recipe_d(args)
+        full = args.sts_limit is None and args.dev_limit is None and not args.quick
+        for row in rows:  # each printed as soon as its model is trained
+            if "dev_spearman" in row:
                 row["meets_spearman_target"] = bool(row["dev_spearman"] >= TARGET_SPEARMAN) if full else None
-            row.setdefault("recipe_wall_seconds", total.seconds)
             common.emit(quick=args.quick, **row)
     return 0
 

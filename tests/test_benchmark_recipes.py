@@ -52,7 +52,7 @@ def _finite(value):
 
 
 def test_recipe_a_trains_each_objective():
-    rows = recipes.recipe_a(tiny_setup(), objectives=("cosent",))  # one fit: the loop is the same for each
+    rows = list(recipes.recipe_a(tiny_setup(), objectives=("cosent",)))  # one fit: the loop is the same for each
     assert [r["objective"] for r in rows] == ["cosent"]
     for row in rows:
         assert row["recipe"] == "a" and row["epochs"] == 1 and row["batch_size"] == 16
