@@ -14,7 +14,7 @@ Each configuration prints one JSON line: its peak RSS (`ru_maxrss` of the
 child, and `VmHWM`), the RSS after the model is built (before `fit`), and
 seconds/step (`steady_seconds_per_step` leaves out the first, traced step).
 A last line gives the ratios to `plain` batch 64. Adam(2e-5), no warmup (the
-loss values are not the point here; `recipe (d)` of issue 13 measures
+loss values are not the point here; `recipes.py --recipe d` measures
 quality).
 
     .venv/bin/python benchmarks/cached_negatives.py [--quick] [--steps N] [--precision ...]
