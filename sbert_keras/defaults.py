@@ -79,6 +79,16 @@ CLUSTER_METHODS = ("kmeans", "agglomerative", "community")
 # Padded lengths of the length buckets of `pipelines.siamese_dataset`: few
 # distinct shapes, so the train step is traced once or twice.
 BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+# How `siamese_dataset` forms batches: "bucket" (similar lengths together),
+# "no_duplicates" (random batches in which no text appears twice, as
+# sentence-transformers' NoDuplicatesBatchSampler) or "shuffle" (random).
+# Every batching pads to a length of `BUCKETS`.
+BATCHINGS = ("bucket", "no_duplicates", "shuffle")
+DEFAULT_BATCHING = "bucket"
+# Per objective, where it differs from `DEFAULT_BATCHING`: in-batch negatives
+# take every other row's texts as negatives, so a premise repeated in a batch
+# (NLI triplets hold one row per entailment) is its own false negative.
+BATCHING = {"contrastive": "no_duplicates"}
 
 # === Numerics ===
 # Floor under norms and squared distances: identical or all-zero vectors
