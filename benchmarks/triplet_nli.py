@@ -20,9 +20,8 @@ batches; `no_duplicates`: random batches in which no text repeats).
 """
 
 import sys
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -74,6 +73,7 @@ def main():
         help=f"first SNLI test triplets (default all; {QUICK_TEST} with --quick)",
     )
     parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated runs (default {','.join(RUNS)})")
+    parser.add_argument("--skip-before", action="store_true", help="do not evaluate the encoder before training")
     args = parser.parse_args()
     paths = common.shared_files(
         NAME,
@@ -120,6 +120,7 @@ def main():
             "sts_dev_spearman": spearman,
         }
 
+    before = {} if args.skip_before else metrics(SentenceEncoder.from_preset(str(model_dir)))
     common.emit(
         benchmark=NAME,
         run="before",
@@ -129,7 +130,7 @@ def main():
         train_triplets=len(train),
         test_triplets=len(test),
         sts_dev_pairs=len(sts),
-        **metrics(SentenceEncoder.from_preset(str(model_dir))),
+        **before,
     )
     for run in args.runs.split(","):
         objective, *setting = run.split(":")

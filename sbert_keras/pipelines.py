@@ -20,6 +20,7 @@ small set `defaults.BUCKETS`, so the train step sees few distinct shapes
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras.defaults import BATCHING
 from sbert_keras.defaults import BATCHINGS
 from sbert_keras.defaults import BUCKETS
 from sbert_keras.defaults import DEFAULT_BATCHING
@@ -94,8 +95,9 @@ def siamese_dataset(
     batch_size=PAPER_BATCH_SIZE,
     shuffle=True,
     seed=None,
-    batching=DEFAULT_BATCHING,
+    batching=None,
     label_dtype="float32",
+    objective=None,
 ):
     """A `tf.data.Dataset` of `(features, labels)` for a siamese model.
 
@@ -108,11 +110,14 @@ def siamese_dataset(
         shuffle: bool. Reshuffle every epoch.
         seed: int or None. Shuffle seed: the same seed gives the same
             batches, epoch by epoch.
-        batching: str. `"bucket"` (default: similar lengths together),
-            `"no_duplicates"` (random batches with no text twice: the
-            default of in-batch negatives, `defaults.BATCHING`) or
-            `"shuffle"` (random batches).
+        batching: str or None. `"bucket"` (similar lengths together),
+            `"no_duplicates"` (random batches with no text twice) or
+            `"shuffle"` (random batches); `None`: the objective's default
+            (`defaults.BATCHING`: no duplicates for in-batch negatives,
+            `"contrastive"`; else `"bucket"`).
         label_dtype: str. `"float32"` (scores) or `"int32"` (classes).
+        objective: str or None. The objective trained (`defaults.OBJECTIVES`),
+            which picks the default `batching`.
 
     Returns:
         A dataset whose features are `{f"{role}_{name}": int32 tensor}`, the
@@ -125,6 +130,8 @@ def siamese_dataset(
                          ("anchor", "positive"), batching="no_duplicates", seed=0)
     ```
     """
+    if batching is None:
+        batching = BATCHING.get(objective, DEFAULT_BATCHING)
     check_batching(batching)
     if len(columns) != len(roles):
         raise ValueError(f"Expected {len(roles)} text columns {roles}; received {len(columns)}.")

@@ -181,3 +181,17 @@ def test_unknown_batching_is_a_clear_error():
     encoder = tiny_encoder()
     with pytest.raises(ValueError, match="`batching` must be one of .* Received 'sorted'"):
         siamese_dataset([SHORT], None, encoder.preprocessor, ("anchor",), batching="sorted")
+
+
+def test_in_batch_negatives_default_to_no_duplicates_and_others_to_buckets():
+    encoder = tiny_encoder(sequence_length=64)
+    roles = ("anchor", "positive", "negative")
+    labels = np.arange(60, dtype="float32")
+
+    def rows(**kwargs):
+        columns = [PREMISES, ENTAILED, CONTRADICTED]
+        return planned_rows(siamese_dataset(columns, labels, encoder.preprocessor, roles, 8, seed=2, **kwargs))
+
+    assert rows(objective="contrastive") == rows(batching="no_duplicates")
+    assert rows(objective="triplet") == rows(batching="bucket") == rows()
+    assert rows(objective="contrastive", batching="shuffle") == rows(batching="shuffle")
