@@ -164,9 +164,7 @@ def test_no_duplicate_batches_defers_conflicts_and_closes_short_batches():
     same = text_codes([["q"] * 3, ["r", "s", "t"]])
     assert [b.tolist() for b in no_duplicate_batches(same, 2, np.array([2, 0, 1]))] == [[2], [0], [1]]
     # A row may repeat a text within itself.
-    assert [b.tolist() for b in no_duplicate_batches(text_codes([["a", "b"], ["a", "c"]]), 2, np.arange(2))] == [
-        [0, 1]
-    ]
+    assert [b.tolist() for b in no_duplicate_batches(text_codes([["a", "b"], ["a", "c"]]), 2, np.arange(2))] == [[0, 1]]
 
 
 def test_fit_on_no_duplicates_dataset_with_in_batch_negatives():
