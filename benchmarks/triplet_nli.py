@@ -37,7 +37,6 @@ RUNS = (
     "triplet:euclidean:1",
     "triplet:default",
     "triplet:cosine:0.1",
-    "triplet:cosine:0.5",
     "contrastive:bucket",
     "contrastive:no_duplicates",
 )
