@@ -45,7 +45,7 @@ TRIPLET_DISTANCES = ("euclidean", "cosine", "manhattan")
 TRIPLET_DISTANCE = "euclidean"
 TRIPLET_MARGIN = 1.0
 TRIPLET_NORMALIZED_DISTANCE = "cosine"
-TRIPLET_COSINE_MARGIN = 0.3
+TRIPLET_COSINE_MARGIN = 0.1
 # In-batch negatives (Quick-Thought / MultipleNegativesRankingLoss): the
 # cosines are multiplied by this inverse temperature before the softmax,
 # 20 as in sentence-transformers.

@@ -42,7 +42,7 @@ def triplet_settings(normalized, distance=None, margin=None):
 
     Example:
     ```python
-    triplet_settings(True)  # ("cosine", 0.3), e.g. all-MiniLM-L6-v2
+    triplet_settings(True)  # ("cosine", 0.1), e.g. all-MiniLM-L6-v2
     triplet_settings(False)  # ("euclidean", 1.0), the paper's
     triplet_settings(True, distance="euclidean", margin=0.5)  # as given
     ```

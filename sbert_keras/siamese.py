@@ -273,7 +273,7 @@ class TripletSiamese(SiameseModel):
 
     Example:
     ```python
-    model = TripletSiamese(encoder)  # normalising encoder: cosine, margin 0.3
+    model = TripletSiamese(encoder)  # normalising encoder: cosine, margin 0.1
     model = TripletSiamese(encoder, distance="euclidean", margin=1.0)  # the paper's
     model.compile()  # TripletLoss(margin=model.margin), Adam(2e-5)
     model.fit((anchors, positives, negatives), batch_size=16)
