@@ -17,12 +17,11 @@ from sbert_keras.defaults import CONCATENATION
 from sbert_keras.defaults import IN_BATCH_SCALE
 from sbert_keras.defaults import NLI_NUM_CLASSES
 from sbert_keras.defaults import PAPER_LEARNING_RATE  # also re-exported: `siamese.PAPER_LEARNING_RATE`
-from sbert_keras.defaults import TRIPLET_DISTANCE
-from sbert_keras.defaults import TRIPLET_MARGIN
 from sbert_keras.distributed import ReplicaGather
 from sbert_keras.encoder import restore_compile
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.losses import TripletLoss
+from sbert_keras.losses import triplet_settings
 from sbert_keras.losses_modern import AnglELoss
 from sbert_keras.matryoshka import MatryoshkaLoss
 from sbert_keras.matryoshka import MatryoshkaPrefixes
@@ -256,21 +255,25 @@ class RegressionSiamese(SiameseModel):
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
 class TripletSiamese(SiameseModel):
-    """Stacked `[d(a, p), d(a, n)]`, trained with `TripletLoss(margin=1)`.
+    """Stacked `[d(a, p), d(a, n)]`, trained with `TripletLoss(margin)`.
 
     Args:
         encoder: the shared `SentenceEncoder`.
-        distance: str. `"euclidean"` (default, as in the paper), `"cosine"`
-            or `"manhattan"`.
-        margin: float. The margin of `TripletLoss` used by `compile()` (1).
+        distance: str or None. `"euclidean"` (the paper's), `"cosine"` or
+            `"manhattan"`; `None`: cosine when the encoder L2-normalises its
+            outputs, else euclidean (`losses.triplet_settings`).
+        margin: float or None. `TripletLoss`'s margin; `None`: 0.1 for the
+            cosine distance (`defaults.TRIPLET_COSINE_MARGIN`), else 1.
         **kwargs: `SiameseModel` arguments.
 
-    Inputs: `(anchor, positive, negative)`; no labels needed.
+    The resolved values are in the config. Inputs: `(anchor, positive,
+    negative)`; no labels needed.
 
     Example:
     ```python
-    model = TripletSiamese(encoder, distance="euclidean", margin=1.0)
-    model.compile()  # TripletLoss(margin=1), Adam(2e-5)
+    model = TripletSiamese(encoder)  # normalising encoder: cosine, margin 0.1
+    model = TripletSiamese(encoder, distance="euclidean", margin=1.0)  # the paper's
+    model.compile()  # TripletLoss(margin=model.margin), Adam(2e-5)
     model.fit((anchors, positives, negatives), batch_size=16)
     ```
     """
@@ -278,12 +281,11 @@ class TripletSiamese(SiameseModel):
     roles = ("anchor", "positive", "negative")
     dummy_labels = True
 
-    def __init__(self, encoder, distance=TRIPLET_DISTANCE, margin=TRIPLET_MARGIN, **kwargs):
+    def __init__(self, encoder, distance=None, margin=None, **kwargs):
         # === Config === (before the build: `Task.__init__` compiles with `default_loss()`)
-        self.distance = distance
-        self.margin = margin
+        self.distance, self.margin = triplet_settings(encoder.normalize, distance, margin)
         # === Layers ===
-        self.distances = TripletDistances(distance, name="triplet_distances")
+        self.distances = TripletDistances(self.distance, name="triplet_distances")
         super().__init__(encoder, **kwargs)
 
     def head(self, embeddings):
@@ -377,9 +379,7 @@ class ContrastiveSiamese(SiameseModel):
 
     def __init__(self, encoder, hard_negatives=False, scale=IN_BATCH_SCALE, gather_across_replicas=False, **kwargs):
         # === Config === (before the build: `Task.__init__` compiles with `default_loss()`)
-        self.hard_negatives = hard_negatives
-        self.scale = scale
-        self.gather_across_replicas = gather_across_replicas
+        self.hard_negatives, self.scale, self.gather_across_replicas = hard_negatives, scale, gather_across_replicas
         # === Layers ===
         self.similarities = SimilarityMatrix(name="similarity_matrix")
         self.gather = ReplicaGather(name="replica_gather") if gather_across_replicas else None

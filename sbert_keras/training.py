@@ -229,6 +229,7 @@ def train_objective(
         batch_size=batch_size,
         seed=seed,
         label_dtype=LABEL_DTYPES.get(objective, "float32"),
+        objective=objective,
     )
     # Bucketing leaves at most one partial batch per bucket, so an epoch has
     # at most this many steps; the schedule ends (lr 0) just after the last.

@@ -9,6 +9,7 @@ from harness import run_serialization_test
 from sbert_keras import InBatchNegativesLoss
 from sbert_keras import TripletLoss
 from sbert_keras import defaults
+from sbert_keras.losses import triplet_settings
 
 
 def test_triplet_loss_matches_hand_computed_values():
@@ -47,3 +48,14 @@ def test_losses_are_float32_under_mixed_policies(loss_class, policy):
     with dtype_policy(policy) as active:
         values = keras.ops.cast(np.array([[3000.0, -3000.0], [-3000.0, 3000.0]]), active.compute_dtype)
         assert_float32_and_finite(loss_class()(None, values), f"{loss_class.__name__} under {policy}")
+
+
+def test_triplet_settings_resolve_from_normalisation_and_let_explicit_values_win():
+    assert triplet_settings(False) == ("euclidean", 1.0)
+    assert triplet_settings(True) == ("cosine", defaults.TRIPLET_COSINE_MARGIN)
+    assert triplet_settings(True, distance="euclidean") == ("euclidean", defaults.TRIPLET_MARGIN)
+    assert triplet_settings(False, distance="cosine") == ("cosine", defaults.TRIPLET_COSINE_MARGIN)
+    assert triplet_settings(True, margin=0) == ("cosine", 0.0)
+    assert triplet_settings(False, "manhattan", 2) == ("manhattan", 2.0)
+    with pytest.raises(ValueError, match="`distance` must be one of .* Received 'dot'"):
+        triplet_settings(True, distance="dot")

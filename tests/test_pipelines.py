@@ -2,11 +2,14 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
+from sbert_keras import ContrastiveSiamese
 from sbert_keras import RegressionSiamese
 from sbert_keras import TripletSiamese
 from sbert_keras.defaults import BUCKETS
 from sbert_keras.pipelines import bucket_boundaries
+from sbert_keras.pipelines import no_duplicate_batches
 from sbert_keras.pipelines import siamese_dataset
+from sbert_keras.pipelines import text_codes
 
 SHORT = ["a cat", "a dog", "the sky", "a car"] * 6
 LONG = ["a man is playing guitar in the park on the sofa"] * 24
@@ -64,7 +67,7 @@ def test_seeded_shuffle_is_reproducible_and_reshuffles_each_epoch():
     def make():
         roles = ("sentence_a", "sentence_b")
         return siamese_dataset(
-            [SHORT, SHORT], labels, encoder.preprocessor, roles, batch_size=4, seed=3, bucketing=False
+            [SHORT, SHORT], labels, encoder.preprocessor, roles, batch_size=4, seed=3, batching="shuffle"
         )
 
     first = np.concatenate([y for _, y in batches(make())])
@@ -93,3 +96,100 @@ def test_bad_columns_are_clear_errors():
         siamese_dataset([SHORT[:4], SHORT[:3]], None, encoder.preprocessor, roles)
     with pytest.raises(ValueError, match=r"sentence_b texts\[1\]"):
         siamese_dataset([SHORT[:2], ["ok", None]], None, encoder.preprocessor, roles)
+
+
+# NLI-like triplets: each premise has 3 rows (one per entailment), one
+# hypothesis text also reappears as a negative elsewhere.
+PREMISES = [f"premise number {i // 3}" for i in range(60)]
+ENTAILED = [f"entailed {i}" + " long" * (i % 9) for i in range(60)]
+CONTRADICTED = [f"contradicted {i // 2}" for i in range(59)] + ["entailed 0"]
+
+
+def planned_rows(ds):
+    """Row ids (the labels) per batch, over one pass."""
+    return [y.astype(int).tolist() for _, y in ds.as_numpy_iterator()]
+
+
+def no_duplicates_dataset(encoder, seed=0, batching="no_duplicates"):
+    roles = ("anchor", "positive", "negative")
+    columns = [PREMISES, ENTAILED, CONTRADICTED]
+    labels = np.arange(60, dtype="float32")
+    return siamese_dataset(columns, labels, encoder.preprocessor, roles, batch_size=8, seed=seed, batching=batching)
+
+
+def repeated_texts(batch):
+    texts = [t for i in batch for t in {PREMISES[i], ENTAILED[i], CONTRADICTED[i]}]
+    return len(texts) - len(set(texts))
+
+
+def test_no_duplicates_batches_repeat_no_text_and_use_every_row_once():
+    encoder = tiny_encoder(sequence_length=64)
+    ds = no_duplicates_dataset(encoder)
+    for epoch in range(2):
+        plan = planned_rows(ds)
+        assert sorted(i for batch in plan for i in batch) == list(range(60)), epoch
+        assert all(repeated_texts(batch) == 0 for batch in plan), epoch
+        assert sum(len(b) == 8 for b in plan) >= 6
+    # The plain random batches of the same rows do repeat premises.
+    assert sum(repeated_texts(batch) for batch in planned_rows(no_duplicates_dataset(encoder, batching="shuffle")))
+
+
+def test_no_duplicates_plan_is_deterministic_per_seed_and_reshuffles_each_epoch():
+    encoder = tiny_encoder(sequence_length=64)
+    ds = no_duplicates_dataset(encoder, seed=5)
+    first, second = planned_rows(ds), planned_rows(ds)
+    again = no_duplicates_dataset(encoder, seed=5)
+    assert planned_rows(again) == first and planned_rows(again) == second
+    assert first != second
+    assert planned_rows(no_duplicates_dataset(encoder, seed=6)) != first
+
+
+def test_planned_batches_pad_to_bucket_lengths_across_roles():
+    encoder = tiny_encoder(sequence_length=64)
+    for batching in ("no_duplicates", "shuffle"):
+        for x, _ in no_duplicates_dataset(encoder, batching=batching).as_numpy_iterator():
+            widths = {v.shape[1] for k, v in x.items() if k.endswith("token_ids")}
+            assert len(widths) == 1 and widths <= set(BUCKETS), batching
+            for key, value in x.items():
+                if key.endswith("token_ids"):
+                    mask = x[key.replace("token_ids", "padding_mask")]
+                    assert np.all((value != encoder.preprocessor.tokenizer.pad_token_id) == mask)
+
+
+def test_no_duplicate_batches_defers_conflicts_and_closes_short_batches():
+    codes = text_codes([["a", "a", "b"], ["x", "y", "z"]])
+    batches = no_duplicate_batches(codes, 2, np.arange(3))
+    assert [b.tolist() for b in batches] == [[0, 2], [1]]
+    # One text in every row: each row must go to its own batch.
+    same = text_codes([["q"] * 3, ["r", "s", "t"]])
+    assert [b.tolist() for b in no_duplicate_batches(same, 2, np.array([2, 0, 1]))] == [[2], [0], [1]]
+    # A row may repeat a text within itself.
+    assert [b.tolist() for b in no_duplicate_batches(text_codes([["a", "b"], ["a", "c"]]), 2, np.arange(2))] == [[0, 1]]
+
+
+def test_fit_on_no_duplicates_dataset_with_in_batch_negatives():
+    encoder = tiny_encoder()
+    model = ContrastiveSiamese(encoder, hard_negatives=True)
+    model.compile()
+    history = model.fit(no_duplicates_dataset(encoder), epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+
+
+def test_unknown_batching_is_a_clear_error():
+    encoder = tiny_encoder()
+    with pytest.raises(ValueError, match="`batching` must be one of .* Received 'sorted'"):
+        siamese_dataset([SHORT], None, encoder.preprocessor, ("anchor",), batching="sorted")
+
+
+def test_in_batch_negatives_default_to_no_duplicates_and_others_to_buckets():
+    encoder = tiny_encoder(sequence_length=64)
+    roles = ("anchor", "positive", "negative")
+    labels = np.arange(60, dtype="float32")
+
+    def rows(**kwargs):
+        columns = [PREMISES, ENTAILED, CONTRADICTED]
+        return planned_rows(siamese_dataset(columns, labels, encoder.preprocessor, roles, 8, seed=2, **kwargs))
+
+    assert rows(objective="contrastive") == rows(batching="no_duplicates")
+    assert rows(objective="triplet") == rows(batching="bucket") == rows()
+    assert rows(objective="contrastive", batching="shuffle") == rows(batching="shuffle")

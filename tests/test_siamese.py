@@ -93,7 +93,7 @@ def test_triplet_distance_options(encoder):
     for distance in ("euclidean", "cosine", "manhattan"):
         out = sk.TripletSiamese(encoder, distance=distance).predict((A, B, C), verbose=0)
         assert out.shape == (8, 2) and np.all(out >= 0)
-    with pytest.raises(ValueError, match="metric"):
+    with pytest.raises(ValueError, match="`distance` must be one of .* Received 'chebyshev'"):
         sk.TripletSiamese(encoder, distance="chebyshev")
 
 
@@ -151,3 +151,34 @@ def test_defaults_come_from_one_module(encoder):
     assert float(model.optimizer.learning_rate) == pytest.approx(defaults.PAPER_LEARNING_RATE)
     # The old import path keeps working until every module imports `defaults`.
     assert siamese.PAPER_LEARNING_RATE == defaults.PAPER_LEARNING_RATE
+
+
+def test_triplet_defaults_follow_the_encoder_normalisation(tmp_path):
+    # Unnormalised outputs: the paper's euclidean distance, margin 1.
+    plain = sk.TripletSiamese(tiny_encoder())
+    assert (plain.distance, plain.margin) == (defaults.TRIPLET_DISTANCE, defaults.TRIPLET_MARGIN)
+    # L2-normalised outputs: cosine distance, the smaller cosine margin.
+    model = sk.TripletSiamese(tiny_encoder(normalize=True))
+    assert model.distance == defaults.TRIPLET_NORMALIZED_DISTANCE == "cosine"
+    assert model.margin == pytest.approx(defaults.TRIPLET_COSINE_MARGIN) and model.margin < 1
+    assert model.distances.metric == "cosine"
+    model.compile()
+    assert model.loss.margin == pytest.approx(defaults.TRIPLET_COSINE_MARGIN)
+    # The resolved values are in the config and survive a `.keras` round trip.
+    config = model.get_config()
+    assert (config["distance"], config["margin"]) == ("cosine", defaults.TRIPLET_COSINE_MARGIN)
+    model.save(tmp_path / "triplet.keras")
+    restored = keras.saving.load_model(tmp_path / "triplet.keras")
+    assert (restored.distance, restored.margin) == ("cosine", pytest.approx(defaults.TRIPLET_COSINE_MARGIN))
+    assert restored.loss.margin == pytest.approx(defaults.TRIPLET_COSINE_MARGIN)
+
+
+def test_explicit_triplet_arguments_win_over_the_defaults():
+    encoder = tiny_encoder(normalize=True)
+    paper = sk.TripletSiamese(encoder, distance="euclidean", margin=1.0)
+    assert (paper.distance, paper.margin, paper.distances.metric) == ("euclidean", 1.0, "euclidean")
+    assert sk.TripletSiamese(encoder, margin=0.05).margin == pytest.approx(0.05)
+    assert sk.TripletSiamese(encoder, margin=0.05).distance == "cosine"
+    # A cosine distance chosen by hand gets the cosine margin; euclidean the paper's.
+    assert sk.TripletSiamese(tiny_encoder(), distance="cosine").margin == pytest.approx(defaults.TRIPLET_COSINE_MARGIN)
+    assert sk.TripletSiamese(encoder, distance="manhattan").margin == defaults.TRIPLET_MARGIN
