@@ -18,7 +18,8 @@ Spearman before and after; the STS-B test split stays withheld):
 
 Hand-written here rather than reused: only the glue (the recipes are
 calls of `train_objective` and the siamese models) and the per-dimension
-scoring, which `encode` has no `truncate_dim` for yet.
+scoring (the vectors of one `encode` pass, cut to each size: what
+`encode(truncate_dim=...)` returns, without encoding the dev set four times).
 
     .venv/bin/python benchmarks/recipes.py --recipe a|b|c|d|all [--quick]
 """
