@@ -215,7 +215,13 @@ def train_in_batch(setup, kind):
     triplets = setup.triplets
     columns = [triplets.anchor, triplets.positive, triplets.negative]
     dataset = siamese_dataset(
-        columns, None, encoder.preprocessor, model.active_roles, batch_size=batch_size, seed=setup.seed, bucketing=False
+        columns,
+        None,
+        encoder.preprocessor,
+        model.active_roles,
+        batch_size=batch_size,
+        seed=setup.seed,
+        batching="shuffle",
     )
     steps = -(-len(triplets.anchor) // batch_size)
     model.compile(optimizer=paper_optimizer(steps, LR, WARMUP))

@@ -145,6 +145,7 @@ def train_objective(
     keep_backup=False,
     run_info=None,
     teacher=None,
+    batching=None,
     **model_kwargs,
 ):
     """Fine-tunes `encoder` with one SBERT objective and the paper's recipe.
@@ -192,6 +193,9 @@ def train_objective(
         strategy: a `tf.distribute` strategy or None. Build, compile and fit
             under its scope, e.g. `distributed.multi_worker_strategy()` on
             every worker (`distributed.under_strategy`); `batch_size` is global.
+        batching: str or None. `pipelines.siamese_dataset`'s batching
+            (`"bucket"`, `"no_duplicates"`, `"shuffle"`); None: the
+            objective's default (`defaults.BATCHING`).
         teacher: the distill objective's teacher: a `SentenceEncoder`
             (it encodes `train.texts` once, at float32) or its embeddings
             `(len(train), dim)`; the student's dimension must match.
@@ -230,6 +234,7 @@ def train_objective(
         seed=seed,
         label_dtype=LABEL_DTYPES.get(objective, "float32"),
         objective=objective,
+        batching=batching,
     )
     # Bucketing leaves at most one partial batch per bucket, so an epoch has
     # at most this many steps; the schedule ends (lr 0) just after the last.
@@ -255,6 +260,7 @@ def train_objective(
             warmup_fraction=warmup_fraction,
             seed=seed,
             sts_mapping=sts_mapping,
+            batching=batching,
             model_kwargs=model_kwargs,
             **(run_info or {}),
         )

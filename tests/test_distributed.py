@@ -51,7 +51,9 @@ def examples():
 # name -> (objective, examples index, model kwargs); local-only negatives are computed in this process.
 RUNS = {
     "regression": ("regression", 0, {}),
-    "gathered": ("contrastive", 1, {"gather_across_replicas": True}),
+    # Length buckets, as `first_batch_losses` rebuilds them: full, even batches on both sides. (The contrastive
+    # default, no-duplicates batches, can close a batch short, which 2 workers split unevenly.)
+    "gathered": ("contrastive", 1, {"gather_across_replicas": True, "batching": "bucket"}),
 }
 
 
