@@ -53,7 +53,7 @@ RUNS = {
     "regression": ("regression", 0, {}),
     # Length buckets, as `first_batch_losses` rebuilds them: full, even batches on both sides. (The contrastive
     # default, no-duplicates batches, can close a batch short, which 2 workers split unevenly.)
-    "gathered": ("contrastive", 1, {"gather_across_replicas": True, "batching": "bucket"}),
+    "gathered": ("contrastive", 1, {"gather_across_replicas": True, "hard_negatives": True, "batching": "bucket"}),
 }
 
 
