@@ -24,6 +24,8 @@ import tensorflow as tf
 from sbert_keras import data
 from sbert_keras import distributed
 from sbert_keras.backup import RunBackup
+from sbert_keras.defaults import BATCHING
+from sbert_keras.defaults import DEFAULT_BATCHING
 from sbert_keras.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
 from sbert_keras.defaults import PAPER_BATCH_SIZE
 from sbert_keras.defaults import PAPER_LEARNING_RATE
@@ -225,6 +227,12 @@ def train_objective(
         labels = teacher_targets(teacher, columns[0], encoder)
         run_info = {**(run_info or {}), "teacher_embeddings_sha256": array_sha256(labels)}
     model = build_model(objective, encoder, {**model_kwargs, **extra})
+    if tf.distribute.has_strategy() and (batching or BATCHING.get(objective, DEFAULT_BATCHING)) != "bucket":
+        warnings.warn(
+            f"{objective!r} under a tf.distribute strategy with {batching or BATCHING[objective]!r} batches: matching "
+            "one-process training is only verified for length buckets; pass batching='bucket' to be sure.",
+            stacklevel=2,
+        )
     dataset = siamese_dataset(
         columns,
         labels,

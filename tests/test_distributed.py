@@ -259,3 +259,14 @@ def test_cli_multi_worker_without_tf_config_is_a_clear_error(capsys, monkeypatch
     assert status == 2
     assert "sbert-keras train: error: TF_CONFIG is not set" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_planned_batches_under_a_strategy_warn(monkeypatch):
+    # Multi-worker equality with one process is verified for length buckets only: other batchings say so.
+    monkeypatch.setattr(training.tf.distribute, "has_strategy", lambda: True)
+    with pytest.warns(UserWarning, match="only verified for length buckets"):
+        with pytest.raises(RuntimeError, match="stop here"):
+            monkeypatch.setattr(
+                training, "siamese_dataset", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop here"))
+            )
+            training.train_objective("contrastive", tiny_encoder(), examples()[1], verbose=0)
