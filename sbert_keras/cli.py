@@ -182,6 +182,12 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="one log line per epoch")
     p.add_argument(
+        "--batching",
+        choices=list(defaults.BATCHINGS),
+        default=None,
+        help="batch composition (default per objective: no_duplicates for contrastive, else bucket)",
+    )
+    p.add_argument(
         "--strategy",
         choices=["none", "multi-worker"],
         default="none",

@@ -119,6 +119,7 @@ def train_command(args):
             keep_backup=True,
             run_info=run_info,
             strategy=strategy,
+            batching=getattr(args, "batching", None),
             teacher=teacher,
             **model_kwargs,
         )

@@ -727,6 +727,7 @@ def test_train_contrastive_cached_with_hard_negatives_saves_and_loads(capsys, tm
     out = run_cli(
         capsys, "train", "--objective", "contrastive", "--model", encoder_file, "--train", files["triplets"],
         "--output", tmp_path / "run", "--mini-batch-size", 2, "--batch-size", 8, "--hard-negatives", "--quiet",
+        "--batching", "shuffle",
     )  # fmt: skip
     assert out["mini_batch_size"] == 2 and out["hard_negatives"] is True
     assert np.isfinite(out["history"]["loss"][0])
