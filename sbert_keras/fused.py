@@ -293,22 +293,30 @@ class FusedWeights:
         self._last.assign(current)
         return True
 
-    def changed(self):
+    def changed(self, others=()):
         """A boolean tensor: whether the source weights changed since the last refresh.
 
         For use inside a `tf.function` next to the forward pass: its few
         hundred small ops then run beside the forward pass instead of in a
         graph call of their own before it (what `sync` costs a single query).
+
+        Args:
+            others: `FusedWeights` of the same backbone (other precisions),
+                checked against the same fingerprint, computed once.
         """
-        return tf.reduce_any(tf.not_equal(self._fingerprint(), self._last))
+        current = self._fingerprint()
+        return tf.reduce_any([tf.reduce_any(tf.not_equal(current, w._last)) for w in (self, *others)])
 
 
-def build_forward(encoder, weights):
+def build_forward(encoder, weights, fused_norm=None):
     """The Python function `(token_ids, padding_mask)` -> pooled, projected float32 vectors.
 
     Args:
         encoder: a `SentenceEncoder` that `unsupported_reason` accepts.
         weights: `FusedWeights` of its backbone.
+        fused_norm: bool or None. Whether large inputs may use oneDNN's fused
+            LayerNorm (None: where `onednn.layer_norm_available()`; False for
+            XLA, which cannot compile it).
 
     The vectors are not L2-normalised. Untraced: wrap it in `tf.function`.
     """
@@ -322,7 +330,7 @@ def build_forward(encoder, weights):
     pooling, project = encoder.pooling_layer, getattr(encoder, "project", None)
 
     # Probed here, outside any trace: the probe runs a graph of its own.
-    fused_norm = onednn.layer_norm_available()
+    fused_norm = onednn.layer_norm_available() if fused_norm is None else fused_norm
 
     def run(token_ids, padding_mask, norm):
         model = weights.values()

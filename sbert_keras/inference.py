@@ -36,6 +36,7 @@ from sbert_keras import fused
 from sbert_keras import int8
 from sbert_keras import int8_quantize
 from sbert_keras import onednn
+from sbert_keras import small_query
 from sbert_keras.defaults import PRECISIONS
 
 # Self-check gates of the fused graph against the float32 Keras graph.
@@ -210,6 +211,12 @@ class InferenceEngine:
         self._stale = set()  # precisions whose cast weights must be re-computed
         self._string_functions = {}  # (runner, weights) -> strings_function(...)
         self._quantized = None  # fused.quantized_layers(encoder), asked once
+        self.small_query = small_query.SmallQuery(self)  # one short text: XLA float32
+
+    @staticmethod
+    def on_gpu():
+        """Whether TensorFlow sees a GPU."""
+        return has_gpu()
 
     def invalidate(self):
         """Marks the cast weights stale: they are re-computed on the next call."""
@@ -227,7 +234,7 @@ class InferenceEngine:
             self._stale.discard(precision)
         return self._weights[precision]
 
-    def _traced(self, key, make_forward):
+    def traced(self, key, make_forward, jit_compile=None):
         """`make_forward()` traced once under `key` (dynamic batch and length)."""
         if key not in self._functions:
             spec = tf.TensorSpec([None, None], tf.int32)
@@ -237,13 +244,13 @@ class InferenceEngine:
                 self.trace_count += 1
                 return forward(token_ids, padding_mask)
 
-            self._functions[key] = tf.function(counted, input_signature=[spec, spec])
+            self._functions[key] = tf.function(counted, input_signature=[spec, spec], jit_compile=jit_compile)
         return self._functions[key]
 
     def fused_function(self, precision):
         """The traced fused graph of `precision` (its weights synced), unchecked."""
         weights = self.fused_weights(precision)
-        return self._traced(("fused", precision), lambda: fused.build_forward(self.encoder, weights))
+        return self.traced(("fused", precision), lambda: fused.build_forward(self.encoder, weights))
 
     def keras_model(self, precision):
         """The encoder, or its copy computing in `precision` (see `keras_model_for`)."""
@@ -252,7 +259,7 @@ class InferenceEngine:
     def keras_function(self, precision):
         """The Keras graph's pooled (and projected) output, traced once."""
         model = self.keras_model(precision)
-        return self._traced(("keras", precision, id(model)), lambda: keras_forward(model))
+        return self.traced(("keras", precision, id(model)), lambda: keras_forward(model))
 
     def check(self, precision):
         """Whether the fused graph may serve `precision` (self-check on first use)."""
@@ -301,21 +308,33 @@ class InferenceEngine:
         refreshed and the call repeated.
         """
         kind, precision = self.plan(precision)
-        weights = None
+        synced = []  # the FusedWeights this call reads
         if kind == "fused":
-            weights = self._weights[precision]  # made by the self-check of `plan`
-            if precision in self._stale:
-                weights.sync(force=True)
-                self._stale.discard(precision)
-            run = self._traced(("fused", precision), lambda: fused.build_forward(self.encoder, weights))
+            synced.append(self._current(precision))
+            weights = synced[0]
+            run = self.traced(("fused", precision), lambda: fused.build_forward(self.encoder, weights))
+            if len(texts) == 1 and self.small_query.available(precision):
+                synced = list(dict.fromkeys(synced + [self._current("float32")]))
+                run = self.small_query.wrap(run)
         else:
             run = self.keras_function(precision)
-        key = (run, weights)
+        key = (run, *synced)
         if key not in self._string_functions:
-            changed = None if weights is None else weights.changed
-            self._string_functions[key] = batching.strings_function(self.encoder.preprocessor, run, changed)
+            changed = (lambda: synced[0].changed(others=synced[1:])) if synced else None
+            embed = batching.strings_function(self.encoder.preprocessor, run, changed)
+            # The concrete function: a call skips tf.function's argument binding (hashing its captures).
+            self._string_functions[key] = embed.get_concrete_function()
         pooled, num_truncated, changed = self._string_functions[key](tf.constant(texts))
         if bool(changed):
-            weights.sync(force=True)
+            for weights in synced:
+                weights.sync(force=True)
             pooled, num_truncated, _ = self._string_functions[key](tf.constant(texts))
         return pooled.numpy(), int(num_truncated)
+
+    def _current(self, precision):
+        """The `FusedWeights` of `precision` (made by its self-check), re-cast if marked stale."""
+        weights = self._weights[precision]
+        if precision in self._stale:
+            weights.sync(force=True)
+            self._stale.discard(precision)
+        return weights

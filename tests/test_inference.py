@@ -81,13 +81,16 @@ def test_no_retracing_across_batch_sizes_and_lengths():
     for texts in (TEXTS, TEXTS[:1], TEXTS * 7, ["a"], ["the cat " * 5]):
         for batch_size in (1, 3, 32):
             encoder.encode(texts, batch_size=batch_size, precision="float32")
-    # One trace of the fused graph and one of the float32 Keras reference.
-    assert encoder.engine.trace_count == 2
+    # One trace each of the fused graph, the float32 Keras reference and the
+    # XLA single-query graph (compiled per padded shape, not retraced).
+    assert encoder.engine.small_query.verdict is True
+    assert encoder.engine.trace_count == 3
     encoder.backbone.transformer_layers[1].trainable_weights[0].assign_add(
         np.ones(encoder.backbone.transformer_layers[1].trainable_weights[0].shape, "float32")
     )
     encoder.encode(TEXTS, precision="float32")
-    assert encoder.engine.trace_count == 2
+    encoder.encode(TEXTS[:1], precision="float32")
+    assert encoder.engine.trace_count == 3
 
 
 def test_bfloat16_path_is_close_to_float32():

@@ -1,0 +1,72 @@
+"""The single-query path: one short text through the XLA-compiled float32 fused graph."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import tiny_encoder
+from sbert_keras import fused
+from sbert_keras import small_query
+
+SHORT = "a man is playing guitar"
+
+
+def test_one_short_text_takes_the_compiled_graph_and_matches_float32():
+    encoder = tiny_encoder(normalize=True)
+    batch = encoder.encode([SHORT, "a dog"], precision="float32")
+    for precision in ("float32", "bfloat16", "auto"):
+        single = encoder.encode([SHORT], precision=precision)
+        np.testing.assert_allclose(single[0], batch[0], atol=1e-5)  # float32 even when batches run bfloat16
+    assert encoder.engine.small_query.verdict is True
+    assert ("xla", "float32") in encoder.engine._functions
+
+
+def test_long_or_several_texts_take_the_usual_graph():
+    encoder = tiny_encoder(sequence_length=64)
+    encoder.encode([SHORT, SHORT], precision="float32")
+    assert encoder.engine.small_query.verdict is None  # never asked: no single short text yet
+    long_text = "the cat " * 40
+    assert int(encoder.preprocessor.tokenize([long_text])[0].row_lengths()[0]) > small_query.MAX_TOKENS
+    alone = encoder.encode([long_text], precision="float32")
+    np.testing.assert_allclose(alone[0], encoder.encode([long_text, SHORT], precision="float32")[0], atol=1e-5)
+
+
+def test_follows_changed_weights():
+    encoder = tiny_encoder()
+    before = encoder.encode([SHORT], precision="bfloat16")
+    kernel = fused.block_parts(encoder.backbone.transformer_layers[-1]).intermediate.kernel
+    kernel.assign_add(np.random.default_rng(0).normal(size=kernel.shape).astype("float32"))
+    after = encoder.encode([SHORT], precision="bfloat16")
+    reference = encoder.encode([SHORT, "a dog"], precision="float32")[0]
+    assert np.abs(after[0] - before[0]).max() > 1e-3
+    np.testing.assert_allclose(after[0], reference, atol=1e-5)
+
+
+def test_a_wrong_compiled_graph_warns_and_is_not_used(monkeypatch):
+    encoder = tiny_encoder()
+    reference = encoder.encode([SHORT, "a dog"], precision="float32")[0]
+    compiled = small_query.SmallQuery.compiled
+
+    def corrupted(self):
+        run = compiled(self)
+        return lambda token_ids, mask: run(token_ids, mask) + 0.5
+
+    monkeypatch.setattr(small_query.SmallQuery, "compiled", corrupted)
+    with pytest.warns(UserWarning, match="single-query graph .* diverges"):
+        out = encoder.encode([SHORT], precision="float32")
+    assert encoder.engine.small_query.verdict is False
+    np.testing.assert_allclose(out[0], reference, atol=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        encoder.encode([SHORT], precision="float32")  # warned once
+
+
+def test_pad_to_bucket_is_bounded_by_the_model_length():
+    ids = np.ones((1, 5), "int32")
+    padded, mask = small_query.pad_to_bucket(ids, ids, 0, max_length=12)
+    assert padded.shape == (1, 12) and int(mask.numpy().sum()) == 5
+    padded, _ = small_query.pad_to_bucket(np.ones((1, 17), "int32"), np.ones((1, 17), "int32"), 0, max_length=512)
+    assert padded.shape == (1, 32)
+    assert not bool(small_query.fits(np.ones((2, 3), "int32"), 512))
+    assert not bool(small_query.fits(np.ones((1, 33), "int32"), 512))
