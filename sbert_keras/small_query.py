@@ -5,11 +5,12 @@ fused graph (`sbert_keras.fused`) has a handful of rows, and TensorFlow's
 per-op dispatch and oneDNN's small-matrix kernels, not the arithmetic, set
 its latency. XLA, TensorFlow's own compiler (`tf.function(jit_compile=True)`),
 compiles the same fused graph into one program. Measured on
-all-MiniLM-L6-v2 (2-core AVX-512 EPYC, medians of 200 interleaved calls of
-the forward pass): one text of 12 tokens 7.8 ms, against 10.5 ms for the
-oneDNN graph in bfloat16 and 11.9 ms in float32; one of 32 tokens 10.9 ms
-against 13.1 / 14.0 ms. From 4 x 16 tokens (or one text of 64) on it is no
-faster, so only one text of up to `MAX_TOKENS` tokens takes it.
+all-MiniLM-L6-v2 (2-core AVX-512 EPYC, medians of 100-200 interleaved calls
+of the forward pass in one process, several runs): one text of 12 tokens
+7.8-8.9 ms, against 10.5-12.8 ms for the oneDNN graph in bfloat16 and
+11.5-11.9 ms in float32; one of 32 tokens 10.9 ms against 13.1 / 14.0 ms.
+From 4 x 16 tokens (or one text of 64) on it is no faster, so only one text
+of up to `MAX_TOKENS` tokens takes it.
 
 XLA compiles once per input shape, so the text is padded (and masked) to a
 multiple of `BUCKET` tokens: at most `MAX_TOKENS / BUCKET` compilations per

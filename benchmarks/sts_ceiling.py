@@ -1,0 +1,132 @@
+"""How far STS-B training takes all-MiniLM-L6-v2: longer runs, other learning rates, weight averaging.
+
+Issue 13's target is an STS-B dev Spearman >= 0.900 from all-MiniLM-L6-v2;
+one epoch of regression gives 0.8934 (`recipes.py --recipe a`). This script
+measures the levers that need no new data, on STS-B train only (the test
+split stays withheld; every score is STS-B dev, cosine):
+
+- `--mode epochs`: one `train_objective` run of `--epochs` epochs (the
+  schedule spans all of them), scored on dev after every epoch (the
+  `EvaluationCallback` of `train_objective(dev=...)`); `--objective`,
+  `--learning-rate`, `--batching` and `--clip` (Adam's `global_clipnorm`, as
+  sentence-transformers' trainer clips at 1.0) vary the run;
+- `--mode soup`: `--runs` one-epoch regression runs from the same start with
+  seeds 0..N-1, scored alone, then their uniform weight average ("model
+  soup") after each new run, then WiSE-FT: the soup interpolated with the
+  starting weights at `alpha` in 0.5 / 0.7 / 0.8 / 0.9.
+
+Hand-written here: only the glue (calls of `train_objective`,
+`sts_evaluation` and Keras `get_weights` / `set_weights`).
+
+    .venv/bin/python benchmarks/sts_ceiling.py --mode epochs --epochs 4 [--learning-rate 5e-5]
+    .venv/bin/python benchmarks/sts_ceiling.py --mode soup --runs 4
+"""
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+common.silence_tensorflow()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+common.quiet_tf_python_logs()
+
+from sbert_keras import SentenceEncoder  # noqa: E402
+from sbert_keras import data  # noqa: E402
+from sbert_keras import schedules  # noqa: E402
+from sbert_keras import set_precision  # noqa: E402
+from sbert_keras import sts_evaluation  # noqa: E402
+from sbert_keras import train_objective  # noqa: E402
+from sbert_keras import training  # noqa: E402
+
+NAME = "sts_ceiling"
+WISE_ALPHAS = (0.5, 0.7, 0.8, 0.9)
+
+
+def dev_spearman(encoder, dev):
+    """STS-B dev Spearman of the cosine similarities."""
+    return sts_evaluation(encoder, dev.sentence_a, dev.sentence_b, dev.labels)["spearman_cosine"]
+
+
+def clipped_optimizer(clip):
+    """`paper_optimizer` with Adam's `global_clipnorm=clip` (same schedule)."""
+
+    def make(total_steps, learning_rate, warmup_fraction):
+        warmup = int(round(warmup_fraction * total_steps))
+        schedule = schedules.WarmupLinearDecay(learning_rate, total_steps, warmup)
+        return keras.optimizers.Adam(schedule, global_clipnorm=clip)
+
+    return make
+
+
+def mode_epochs(args, encoder, train, dev):
+    """One run of `args.epochs` epochs; yields its dev score after every epoch."""
+    if args.clip:
+        training.paper_optimizer = clipped_optimizer(args.clip)
+    start = time.time()
+    _, history = train_objective(
+        args.objective, encoder, train, dev=dev, epochs=args.epochs, learning_rate=args.learning_rate,
+        seed=args.seed, verbose=0, batching=args.batching,
+    )  # fmt: skip
+    yield dict(
+        mode="epochs", objective=args.objective, epochs=args.epochs, learning_rate=args.learning_rate,
+        batching=args.batching or "default", clip=args.clip, seconds=time.time() - start,
+        loss_by_epoch=history.history["loss"], dev_spearman_by_epoch=history.history["dev_spearman_cosine"],
+    )  # fmt: skip
+
+
+def mode_soup(args, encoder, train, dev):
+    """Seeded one-epoch regression runs, their uniform soup, then WiSE-FT interpolations."""
+    start_weights = [np.array(w) for w in encoder.get_weights()]
+    runs = []
+    for seed in range(args.runs):
+        encoder.set_weights(start_weights)
+        began = time.time()
+        train_objective("regression", encoder, train, learning_rate=args.learning_rate, seed=seed, verbose=0)
+        runs.append([np.array(w) for w in encoder.get_weights()])
+        yield dict(mode="soup", run_seed=seed, seconds=time.time() - began, dev_spearman=dev_spearman(encoder, dev))
+        soup = [np.mean(parts, axis=0) for parts in zip(*runs)]
+        if len(runs) > 1:
+            encoder.set_weights(soup)
+            yield dict(mode="soup", soup_of=len(runs), dev_spearman=dev_spearman(encoder, dev))
+    for alpha in WISE_ALPHAS:
+        encoder.set_weights([alpha * s + (1 - alpha) * w for s, w in zip(soup, start_weights)])
+        yield dict(mode="wise-ft", soup_of=len(runs), alpha=alpha, dev_spearman=dev_spearman(encoder, dev))
+
+
+def main(argv=None):
+    parser = common.base_parser(__doc__.splitlines()[0])
+    common.add_training_args(parser, "first N STS-B train pairs (all; --quick: 64)")
+    parser.add_argument("--mode", choices=("epochs", "soup"), default="epochs")
+    parser.add_argument("--objective", default="regression", help="--mode epochs: the objective (regression)")
+    parser.add_argument("--epochs", type=int, default=4, help="--mode epochs: epochs (4)")
+    parser.add_argument("--learning-rate", type=float, default=2e-5)
+    parser.add_argument("--batching", default=None, help="bucket, shuffle or no_duplicates (the objective's default)")
+    parser.add_argument("--clip", type=float, default=None, help="Adam global_clipnorm (none)")
+    parser.add_argument("--runs", type=int, default=4, help="--mode soup: seeded runs (4)")
+    args = parser.parse_args(argv)
+    paths = common.shared_files(NAME, "data/stsbenchmark/sts-train.csv", "data/stsbenchmark/sts-dev.csv")
+    model_dir = common.model_path(NAME)
+    if paths is None or model_dir is None:
+        return
+    precision = set_precision(args.precision)
+    limit = args.limit or (64 if args.quick else None)
+    train, dev = data.read_sts(paths[0]), data.read_sts(paths[1])
+    train = data.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])
+    if args.quick:
+        dev = data.SentencePairs(dev.sentence_a[:100], dev.sentence_b[:100], dev.labels[:100])
+        args.epochs, args.runs = min(args.epochs, 2), min(args.runs, 2)
+    encoder = SentenceEncoder.from_preset(str(model_dir))
+    before = dev_spearman(encoder, dev)
+    run = mode_epochs if args.mode == "epochs" else mode_soup
+    for row in run(args, encoder, train, dev):
+        common.emit(benchmark=NAME, precision=precision, train_pairs=len(train), dev_spearman_before=before, **row)
+
+
+if __name__ == "__main__":
+    main()
