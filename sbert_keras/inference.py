@@ -209,14 +209,9 @@ class InferenceEngine:
         self._verdicts = {}  # precision -> whether the fused graph passed
         self._copies = {}  # precision -> a SentenceEncoder copy under a mixed policy
         self._stale = set()  # precisions whose cast weights must be re-computed
-        self._string_functions = {}  # (runner, weights) -> strings_function(...)
+        self._string_functions = {}  # (runner, *weights) -> concrete strings_function(...)
         self._quantized = None  # fused.quantized_layers(encoder), asked once
         self.small_query = small_query.SmallQuery(self)  # one short text: XLA float32
-
-    @staticmethod
-    def on_gpu():
-        """Whether TensorFlow sees a GPU."""
-        return has_gpu()
 
     def invalidate(self):
         """Marks the cast weights stale: they are re-computed on the next call."""

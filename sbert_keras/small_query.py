@@ -86,7 +86,9 @@ class SmallQuery:
 
     def available(self, precision):
         """Whether one short text in `precision` may take this path (checks it once)."""
-        if precision not in PRECISIONS or self.engine.on_gpu():
+        from sbert_keras import inference  # the engine imports this module
+
+        if precision not in PRECISIONS or inference.has_gpu():
             return False
         if self.verdict is None:
             self.verdict = self.engine.check("float32") and self.check()
