@@ -80,8 +80,10 @@ def no_duplicate_batches(codes, batch_size, order):
     return batches
 
 
-def check_batching(batching):
-    """`batching` if it is one of `defaults.BATCHINGS`, else a `ValueError` naming it."""
+def check_batching(batching, objective=None):
+    """`batching` (None: `objective`'s default) if it is one of `defaults.BATCHINGS`, else a `ValueError`."""
+    if batching is None:
+        batching = BATCHING.get(objective, DEFAULT_BATCHING)
     if batching not in BATCHINGS:
         raise ValueError(f"`batching` must be one of {BATCHINGS}. Received {batching!r}.")
     return batching
@@ -130,9 +132,7 @@ def siamese_dataset(
                          ("anchor", "positive"), batching="no_duplicates", seed=0)
     ```
     """
-    if batching is None:
-        batching = BATCHING.get(objective, DEFAULT_BATCHING)
-    check_batching(batching)
+    batching = check_batching(batching, objective)
     if len(columns) != len(roles):
         raise ValueError(f"Expected {len(roles)} text columns {roles}; received {len(columns)}.")
     columns = [check_texts(c, what=f"{role} texts") for c, role in zip(columns, roles, strict=True)]

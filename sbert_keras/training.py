@@ -24,8 +24,6 @@ import tensorflow as tf
 from sbert_keras import data
 from sbert_keras import distributed
 from sbert_keras.backup import RunBackup
-from sbert_keras.defaults import BATCHING
-from sbert_keras.defaults import DEFAULT_BATCHING
 from sbert_keras.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
 from sbert_keras.defaults import PAPER_BATCH_SIZE
 from sbert_keras.defaults import PAPER_LEARNING_RATE
@@ -39,6 +37,7 @@ from sbert_keras.objectives import objective_inputs
 from sbert_keras.objectives import objective_loss
 from sbert_keras.objectives import teacher_targets
 from sbert_keras.pipelines import bucket_boundaries
+from sbert_keras.pipelines import check_batching
 from sbert_keras.pipelines import siamese_dataset
 from sbert_keras.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
@@ -227,9 +226,10 @@ def train_objective(
         labels = teacher_targets(teacher, columns[0], encoder)
         run_info = {**(run_info or {}), "teacher_embeddings_sha256": array_sha256(labels)}
     model = build_model(objective, encoder, {**model_kwargs, **extra})
-    if tf.distribute.has_strategy() and (batching or BATCHING.get(objective, DEFAULT_BATCHING)) != "bucket":
+    resolved = check_batching(batching, objective)
+    if tf.distribute.has_strategy() and resolved != "bucket":
         warnings.warn(
-            f"{objective!r} under a tf.distribute strategy with {batching or BATCHING[objective]!r} batches: matching "
+            f"{objective!r} under a tf.distribute strategy with {resolved!r} batches: matching "
             "one-process training is only verified for length buckets; pass batching='bucket' to be sure.",
             stacklevel=2,
         )
