@@ -6,15 +6,24 @@ a long one; a few texts (a query) run strings-to-vectors in one graph call
 (`strings_function`). tf.data's `bucket_by_sequence_length` buckets by fixed
 boundaries and reorders the output; `encode` wants the exact longest length
 per batch and the input order back, so the plan is written here.
+
+Batches run `defaults.CONCURRENT_BATCHES` at a time from a thread pool (a
+TensorFlow graph call releases the GIL): TensorFlow runs each small op of
+one batch on one core, and a second batch in flight keeps the other busy.
+Every batch is computed as it would be alone; results are written back in
+the main thread.
 """
 
+import collections
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
 from sbert_keras.checks import check_positive_int
+from sbert_keras.defaults import CONCURRENT_BATCHES
 from sbert_keras.preprocessor import check_texts
 
 
@@ -78,27 +87,42 @@ def report_truncation(encoder, num_truncated, num_texts):
         )
 
 
-def run_batches(run, ids, pad_id, batch_size, out, show_progress=False):
+def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurrency=CONCURRENT_BATCHES):
     """Writes `run` of `ids` (ragged) into `out`, in length-sorted padded batches.
 
     Args:
-        run: callable `(token_ids, padding_mask)` -> `(batch, dim)` tensor.
+        run: callable `(token_ids, padding_mask)` -> `(batch, dim)` tensor,
+            safe to call from several threads (a traced `tf.function`).
         ids: tf.RaggedTensor `(n, None)` of token ids.
         pad_id: int. The padding token id.
         batch_size: int. Rows per call of `run`.
         out: float32 array `(n, dim)`, filled in the original order.
         show_progress: bool. Show a tqdm progress bar.
+        concurrency: int. Calls of `run` in flight at once.
     """
     lengths = ids.row_lengths().numpy()
     flat = ids.to_tensor(pad_id).numpy().astype("int32", copy=False)
     order = np.argsort(-lengths, kind="stable")
     progress = tqdm(total=len(lengths), desc="encode", unit="text") if show_progress else None
-    for start in range(0, len(lengths), batch_size):
-        index = order[start : start + batch_size]
-        width = int(lengths[index].max())
-        mask = (np.arange(width)[None, :] < lengths[index, None]).astype("int32")
-        out[index] = run(flat[index, :width], mask).numpy()
+
+    def call(token_ids, mask):
+        return run(token_ids, mask).numpy()
+
+    def collect(index, future):
+        out[index] = future.result()
         if progress is not None:
             progress.update(len(index))
+
+    pending = collections.deque()
+    with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="encode") as pool:
+        for start in range(0, len(lengths), batch_size):
+            index = order[start : start + batch_size]
+            width = int(lengths[index].max())
+            mask = (np.arange(width)[None, :] < lengths[index, None]).astype("int32")
+            pending.append((index, pool.submit(call, flat[index, :width], mask)))
+            if len(pending) >= concurrency:
+                collect(*pending.popleft())
+        while pending:
+            collect(*pending.popleft())
     if progress is not None:
         progress.close()

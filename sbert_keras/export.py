@@ -46,6 +46,7 @@ from sbert_keras import inference
 from sbert_keras import int8
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
+from sbert_keras.defaults import CONCURRENT_BATCHES
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.prompts import check_truncate_dim
 
@@ -87,7 +88,7 @@ def sorted_batches(forward, ids, pad_id, batch_size, dim):
         results = tf.TensorArray(
             tf.float32, size=num_batches, infer_shape=False, element_shape=tf.TensorShape([None, dim])
         )
-        _, results = tf.while_loop(lambda i, _: i < num_batches, body, (0, results), parallel_iterations=1)
+        _, results = tf.while_loop(lambda i, _: i < num_batches, body, (0, results), parallel_iterations=CONCURRENT_BATCHES)
         return tf.gather(results.concat(), tf.math.invert_permutation(order))
 
     return tf.cond(n > 0, run, lambda: tf.zeros([0, dim], tf.float32))

@@ -1,4 +1,5 @@
 import os
+import threading
 
 import keras
 import numpy as np
@@ -138,6 +139,52 @@ def test_predict_uses_length_sorted_batches(monkeypatch):
     monkeypatch.setattr(encoder.engine, "runner", lambda precision: recording_run)
     encoder.predict(["a", "a man is playing guitar", "a dog"], batch_size=1, verbose=0)
     assert sorted(widths) == [3, 4, 7]  # each text padded only to its own length
+
+
+def _ragged(texts, encoder):
+    return encoder.preprocessor.tokenize(texts)[0]
+
+
+def test_batches_run_concurrently_in_input_order(encoder):
+    # Two calls must be in flight together: each waits for the other at the barrier.
+    from sbert_keras import batching
+
+    texts = [" ".join(["a"] * n) + " cat" for n in (1, 9, 3, 0, 7, 2, 5, 4)]
+    ids = _ragged(texts, encoder)
+    run = encoder.engine.runner("float32")
+    barrier = threading.Barrier(2, timeout=30)
+
+    def meeting_run(token_ids, mask):
+        barrier.wait()
+        return run(token_ids, mask)
+
+    out = np.zeros((len(texts), 8), "float32")
+    batching.run_batches(meeting_run, ids, 1, 2, out, concurrency=2)
+    serial = np.zeros_like(out)
+    batching.run_batches(run, ids, 1, 2, serial, concurrency=1)
+    np.testing.assert_allclose(out, serial, atol=1e-6)
+    expected = encoder.encode(texts, precision="float32", normalize=False)
+    np.testing.assert_allclose(out, expected, atol=1e-6)
+
+
+def test_a_failing_batch_raises_its_error(encoder):
+    from sbert_keras import batching
+
+    texts = ["a", "a b", "a b c", "a b c d", "a b c d e", "a b c d e f"]
+    ids = _ragged(texts, encoder)
+    run = encoder.engine.runner("float32")
+    calls = []
+
+    def failing_run(token_ids, mask):
+        calls.append(token_ids.shape)
+        if len(calls) == 2:
+            raise tf.errors.ResourceExhaustedError(None, None, "out of memory in batch 2")
+        return run(token_ids, mask)
+
+    out = np.zeros((len(texts), 8), "float32")
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="batch 2"):
+        batching.run_batches(failing_run, ids, 1, 1, out, concurrency=2)
+    assert len(calls) <= 3  # the loop stops submitting once the failure is collected
 
 
 # === Bad input: clear errors (issue 10) ===
