@@ -63,6 +63,9 @@ SAME_KERNEL_COSINE = 0.999
 def sorted_batches(forward, ids, pad_id, batch_size, dim):
     """Graph-safe: `forward` over length-sorted batches of ragged `ids`, in input order.
 
+    `defaults.CONCURRENT_BATCHES` batches run at once (the while loop's
+    `parallel_iterations`), as in `encode`.
+
     Args:
         forward: callable `(token_ids, padding_mask)` -> `(batch, dim)` float32.
         ids: tf.RaggedTensor `(n, None)` of token ids.
@@ -88,7 +91,8 @@ def sorted_batches(forward, ids, pad_id, batch_size, dim):
         results = tf.TensorArray(
             tf.float32, size=num_batches, infer_shape=False, element_shape=tf.TensorShape([None, dim])
         )
-        _, results = tf.while_loop(lambda i, _: i < num_batches, body, (0, results), parallel_iterations=CONCURRENT_BATCHES)
+        loop = tf.while_loop(lambda i, _: i < num_batches, body, (0, results), parallel_iterations=CONCURRENT_BATCHES)
+        results = loop[1]
         return tf.gather(results.concat(), tf.math.invert_permutation(order))
 
     return tf.cond(n > 0, run, lambda: tf.zeros([0, dim], tf.float32))
