@@ -11,7 +11,9 @@ Batches run `defaults.CONCURRENT_BATCHES` at a time from a thread pool (a
 TensorFlow graph call releases the GIL): TensorFlow runs each small op of
 one batch on one core, and a second batch in flight keeps the other busy.
 Every batch is computed as it would be alone; results are written back in
-the main thread.
+the main thread. On a GPU batches run one at a time, as before: TensorFlow's
+device scopes (`with tf.device(...)`) are per thread and would not reach the
+pool's threads.
 """
 
 import collections
@@ -47,7 +49,10 @@ def encode_texts(engine, texts, batch_size, normalize, show_progress, precision,
     elif texts:
         ids, num_truncated = encoder.preprocessor.tokenize(texts)
         pad = encoder.preprocessor.tokenizer.pad_token_id
-        run_batches(engine.runner(precision), ids, pad, batch_size, out, show)
+        from sbert_keras import inference  # the engine imports this module
+
+        concurrency = 1 if inference.has_gpu() else CONCURRENT_BATCHES
+        run_batches(engine.runner(precision), ids, pad, batch_size, out, show, concurrency)
     if texts:
         report_truncation(encoder, num_truncated, len(texts))
     if truncate_dim is not None and truncate_dim < out.shape[1]:

@@ -73,7 +73,7 @@ CONCATENATION = ("u", "v", "|u-v|")
 DEFAULT_PRESET = "roberta_base_en"
 # Texts per forward pass in `encode` and in the evaluators.
 ENCODE_BATCH_SIZE = 32
-# Batches in flight at once in `encode` (and in the exported SavedModel's
+# Batches in flight at once in `encode` on a CPU (and in the exported SavedModel's
 # in-graph batch loop): while one batch runs a single-threaded op (LayerNorm,
 # softmax, a cast), the other's matmul uses the idle core. Measured on 2
 # cores, MiniLM bf16, 3,000 STS-B dev sentences, batch 32, interleaved in one
