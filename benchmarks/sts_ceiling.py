@@ -13,13 +13,24 @@ split stays withheld; every score is STS-B dev, cosine):
 - `--mode soup`: `--runs` one-epoch regression runs from the same start with
   seeds 0..N-1, scored alone, then their uniform weight average ("model
   soup") after each new run, then WiSE-FT: the soup interpolated with the
-  starting weights at `alpha` in 0.5 / 0.7 / 0.8 / 0.9.
+  starting weights at `alpha` in 0.5 / 0.7 / 0.8 / 0.9;
+- `--mode cross_encoder`: the teacher AugSBERT would need. A cross-encoder
+  made from the same all-MiniLM-L6-v2 (both sentences in one input, masked
+  mean pooling, one logit; binary cross-entropy on `score / 5`, both
+  orders of every pair, as sentence-transformers' CrossEncoder examples
+  train) for `--epochs` epochs, scored on dev after each (the mean logit of
+  both orders). AugSBERT labels new pairs with it, which only helps if it
+  scores above the bi-encoder.
 
 Hand-written here: only the glue (calls of `train_objective`,
-`sts_evaluation` and Keras `get_weights` / `set_weights`).
+`sts_evaluation` and Keras `get_weights` / `set_weights`), and the
+cross-encoder's few lines: sentence-transformers' `CrossEncoder` is PyTorch,
+and KerasHub's `TextClassifier` needs one of its own backbone classes with
+segment ids, which the converted BERT-layout backbone does not have.
 
     .venv/bin/python benchmarks/sts_ceiling.py --mode epochs --epochs 4 [--learning-rate 5e-5]
     .venv/bin/python benchmarks/sts_ceiling.py --mode soup --runs 4
+    .venv/bin/python benchmarks/sts_ceiling.py --mode cross_encoder --epochs 3
 """
 
 import sys
@@ -33,11 +44,13 @@ common.silence_tensorflow()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 common.quiet_tf_python_logs()
 
 from sbert_keras import SentenceEncoder  # noqa: E402
 from sbert_keras import data  # noqa: E402
+from sbert_keras import defaults  # noqa: E402
 from sbert_keras import schedules  # noqa: E402
 from sbert_keras import set_precision  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
@@ -99,12 +112,67 @@ def mode_soup(args, encoder, train, dev):
         yield dict(mode="wise-ft", soup_of=len(runs), alpha=alpha, dev_spearman=dev_spearman(encoder, dev))
 
 
+def cross_encoder(encoder):
+    """`(token_ids, padding_mask)` -> one logit: the encoder's pooled output of a pair, then `Dense(1)`."""
+    pooled = keras.Model(encoder.input, encoder.pooling_layer.output)
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    mask = keras.Input((None,), dtype="int32", name="padding_mask")
+    feed = {"token_ids": token_ids, "padding_mask": mask, "segment_ids": keras.ops.zeros_like(token_ids)}
+    vector = pooled({name: feed[name] for name in pooled.input})
+    return keras.Model([token_ids, mask], keras.layers.Dense(1, dtype="float32")(vector))
+
+
+def pair_batches(preprocessor, first, second, labels=None, batch_size=16, seed=None):
+    """Padded batches of `[CLS] a [SEP] b [SEP]` (shuffled when `seed` is set), with `labels / 5`.
+
+    A pair longer than the preprocessor's `sequence_length` is cut to it.
+    """
+    ids_a, _ = preprocessor.tokenize(list(first))
+    ids_b, _ = preprocessor.tokenize(list(second))
+    ids = tf.concat([ids_a, ids_b[:, 1:]], axis=1)[:, : preprocessor.sequence_length]  # b's start token dropped
+    lengths = ids.row_lengths().numpy()
+    flat = ids.to_tensor(preprocessor.tokenizer.pad_token_id).numpy().astype("int32")
+    order = np.arange(len(lengths)) if seed is None else np.random.default_rng(seed).permutation(len(lengths))
+    for start in range(0, len(order), batch_size):
+        index = order[start : start + batch_size]
+        width = int(lengths[index].max())
+        x = (flat[index, :width], (np.arange(width)[None, :] < lengths[index, None]).astype("int32"))
+        yield x if labels is None else (x, np.asarray(labels, "float32")[index] / 5.0)
+
+
+def mode_cross_encoder(args, encoder, train, dev):
+    """A cross-encoder from the encoder's weights, trained on both orders of the pairs; dev after every epoch."""
+    from scipy.stats import spearmanr
+
+    model, pre = cross_encoder(encoder), encoder.preprocessor
+    first = list(train.sentence_a) + list(train.sentence_b)
+    second = list(train.sentence_b) + list(train.sentence_a)
+    labels = np.concatenate([train.labels, train.labels])
+    steps = args.epochs * -(-len(labels) // 16)
+    optimizer = training.paper_optimizer(steps, args.learning_rate, defaults.PAPER_WARMUP_FRACTION)
+    model.compile(optimizer, keras.losses.BinaryCrossentropy(from_logits=True))
+    start = time.time()
+    for epoch in range(args.epochs):
+        losses = [
+            float(model.train_on_batch(x, y))
+            for x, y in pair_batches(pre, first, second, labels, seed=args.seed + epoch)
+        ]
+        logits = sum(
+            np.concatenate([model.predict_on_batch(x)[:, 0] for x in pair_batches(pre, a, b, batch_size=64)])
+            for a, b in ((dev.sentence_a, dev.sentence_b), (dev.sentence_b, dev.sentence_a))
+        )
+        yield dict(
+            mode="cross_encoder", epoch=epoch + 1, learning_rate=args.learning_rate, loss=float(np.mean(losses)),
+            dev_spearman=float(spearmanr(logits, dev.labels)[0]), seconds=time.time() - start,
+        )  # fmt: skip
+
+
 def main(argv=None):
     parser = common.base_parser(__doc__.splitlines()[0])
     common.add_training_args(parser, "first N STS-B train pairs (all; --quick: 64)")
-    parser.add_argument("--mode", choices=("epochs", "soup"), default="epochs")
+    parser.add_argument("--mode", choices=tuple(MODES), default="epochs")
     parser.add_argument("--objective", default="regression", help="--mode epochs: the objective (regression)")
-    parser.add_argument("--epochs", type=int, default=4, help="--mode epochs: epochs (4)")
+    parser.add_argument("--epochs", type=int, default=4, help="--mode epochs / cross_encoder: epochs (4)")
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--batching", default=None, help="bucket, shuffle or no_duplicates (the objective's default)")
     parser.add_argument("--clip", type=float, default=None, help="Adam global_clipnorm (none)")
@@ -123,10 +191,11 @@ def main(argv=None):
         args.epochs, args.runs = min(args.epochs, 2), min(args.runs, 2)
     encoder = SentenceEncoder.from_preset(str(model_dir))
     before = dev_spearman(encoder, dev)
-    run = mode_epochs if args.mode == "epochs" else mode_soup
-    for row in run(args, encoder, train, dev):
+    for row in MODES[args.mode](args, encoder, train, dev):
         common.emit(benchmark=NAME, precision=precision, train_pairs=len(train), dev_spearman_before=before, **row)
 
+
+MODES = {"epochs": mode_epochs, "soup": mode_soup, "cross_encoder": mode_cross_encoder}
 
 if __name__ == "__main__":
     main()

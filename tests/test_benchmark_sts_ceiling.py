@@ -47,3 +47,25 @@ def test_soup_mode_averages_runs_then_interpolates():
     assert all(np.isfinite(r["dev_spearman"]) for r in rows)
     # The last rows set alpha * soup + (1 - alpha) * start: not the start weights.
     assert any(np.abs(a - b).max() > 0 for a, b in zip(encoder.get_weights(), start))
+
+
+def test_cross_encoder_mode_trains_on_pairs_and_scores_dev():
+    encoder = tiny_encoder(normalize=True)
+    start = [np.array(w) for w in encoder.get_weights()]
+    rows = list(sts_ceiling.mode_cross_encoder(args(epochs=2), encoder, pairs(), pairs()))
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert all(np.isfinite(r["dev_spearman"]) and np.isfinite(r["loss"]) for r in rows)
+    # The cross-encoder trains the encoder's own backbone.
+    assert any(np.abs(a - b).max() > 0 for a, b in zip(encoder.get_weights(), start))
+    json.dumps(rows)
+
+
+def test_pair_batches_join_both_sentences_once():
+    encoder = tiny_encoder()
+    ((token_ids, mask), labels), *_ = sts_ceiling.pair_batches(
+        encoder.preprocessor, ["a cat"], ["a dog sleeps"], np.array([5.0])
+    )
+    one, _ = encoder.preprocessor.tokenize(["a cat"])
+    two, _ = encoder.preprocessor.tokenize(["a dog sleeps"])
+    expected = list(one[0].numpy()) + list(two[0].numpy()[1:])  # b's start token dropped
+    assert list(token_ids[0]) == expected and mask.sum() == len(expected) and labels[0] == 1.0
