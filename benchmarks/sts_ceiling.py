@@ -122,7 +122,7 @@ def cross_encoder(encoder):
     return keras.Model([token_ids, mask], keras.layers.Dense(1, dtype="float32")(vector))
 
 
-def pair_batches(preprocessor, first, second, labels=None, batch_size=16, seed=None):
+def pair_batches(preprocessor, first, second, labels=None, batch_size=defaults.PAPER_BATCH_SIZE, seed=None):
     """Padded batches of `[CLS] a [SEP] b [SEP]` (shuffled when `seed` is set), with `labels / 5`.
 
     A pair longer than the preprocessor's `sequence_length` is cut to it.
@@ -148,7 +148,7 @@ def mode_cross_encoder(args, encoder, train, dev):
     first = list(train.sentence_a) + list(train.sentence_b)
     second = list(train.sentence_b) + list(train.sentence_a)
     labels = np.concatenate([train.labels, train.labels])
-    steps = args.epochs * -(-len(labels) // 16)
+    steps = args.epochs * -(-len(labels) // defaults.PAPER_BATCH_SIZE)
     optimizer = training.paper_optimizer(steps, args.learning_rate, defaults.PAPER_WARMUP_FRACTION)
     model.compile(optimizer, keras.losses.BinaryCrossentropy(from_logits=True))
     start = time.time()
