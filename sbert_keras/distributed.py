@@ -150,6 +150,30 @@ def gather_across_replicas(x):
     return tf.roll(gathered, shift=-offset, axis=0)
 
 
+def replica_batch_weight(rows):
+    """`rows * replicas / global rows`: the weight that makes replicas' mean losses one global mean.
+
+    Keras averages a loss over each replica's rows, scales it by
+    `1 / replicas` and sums the gradients, which weighs every replica
+    alike. When a global batch does not split evenly (a batch closed short:
+    the last of a length bucket, or a no-duplicates batch), rows on the
+    smaller slice would weigh more than in one process. Multiplying the
+    gradient of each replica's per-row losses by this weight gives the
+    gradient of `sum(all rows) / global rows`, the one-process mean. 1
+    without a strategy or outside a replica context; 0 for a replica with
+    no rows (no NaN).
+
+    Args:
+        rows: int scalar tensor, this replica's batch size.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return tf.constant(1.0)
+    rows = tf.cast(rows, "float32")
+    total = context.all_reduce(tf.distribute.ReduceOp.SUM, rows)
+    return tf.math.divide_no_nan(rows * float(context.num_replicas_in_sync), total)
+
+
 @keras.saving.register_keras_serializable(package="sbert_keras")
 class ReplicaGather(keras.layers.Layer):
     """Gathers its input's rows from every replica, local rows first.
@@ -185,8 +209,11 @@ class ReplicaScaledLoss(ImpliedTargetLoss):
     (`MeanSquaredError` on `RegressionSiamese`'s `(batch,)` cosines,
     `CoSENTLoss`, `AnglELoss`) is left unscaled, so its gradient is
     `replicas` times too large (Keras 3.15). This wrapper spreads such a
-    value over the batch's rows, so Keras scales it like any other; a
-    per-example loss passes through unchanged. Without a strategy it equals
+    value over the batch's rows, so Keras scales it like any other. The
+    gradient of every row is then weighted by `replica_batch_weight`, so a
+    global batch that splits unevenly across replicas still trains on the
+    one-process mean. The value itself is not weighted: `prepare_model`
+    logs it summed over every replica's rows. Without a strategy it equals
     the wrapped loss. Like the in-batch losses, it takes `y_true=None`.
 
     Args:
@@ -213,7 +240,9 @@ class ReplicaScaledLoss(ImpliedTargetLoss):
         values = ops.cast(self.loss.call(y_true, y_pred), "float32")
         if len(values.shape) == 0:
             values = ops.broadcast_to(values, ops.shape(y_pred)[:1])
-        return values
+        weight = replica_batch_weight(ops.shape(values)[0])
+        # Weighted gradient, unweighted value (logged over all rows by `prepare_model`).
+        return values * weight + ops.stop_gradient(values * (1.0 - weight))
 
     def get_config(self):
         return {**super().get_config(), "loss": keras.losses.serialize(self.loss)}
@@ -240,6 +269,12 @@ def prepare_model(model):
       workers along axis 0, which fails on scalars. The logs are returned
       with shape `(1,)`; the average over workers is a scalar again.
 
+    It also logs the loss of one process. Keras averages the workers'
+    running mean losses, each over its own rows, which differs from the
+    mean over all rows once a global batch has split unevenly; the logged
+    `loss` is the loss tracker's total and count summed over replicas
+    (Keras's private `_loss_tracker`, a `keras.metrics.Mean`).
+
     Call it after `compile`, and call `fit` under `strategy.scope()`.
     Without a multi-worker strategy (scope) it changes nothing. Returns `model`.
     """
@@ -249,13 +284,22 @@ def prepare_model(model):
     model.train_function = model.test_function = None  # rebuilt with the steps below
     for name in ("train_step", "test_step"):
         step = getattr(type(model), name).__get__(model)
-        setattr(model, name, _rank_one_logs(step))
+        setattr(model, name, _rank_one_logs(model, step))
     return model
 
 
-def _rank_one_logs(step):
+def _rank_one_logs(model, step):
     def wrapped(data):
-        return {key: ops.reshape(value, (-1,)) for key, value in step(data).items()}
+        logs = dict(step(data))
+        context = tf.distribute.get_replica_context()
+        tracker = getattr(model, "_loss_tracker", None)
+        if "loss" in logs and tracker is not None and context is not None:
+            total, count = (
+                context.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(v.value))
+                for v in (tracker.total, tracker.count)
+            )
+            logs["loss"] = tf.math.divide_no_nan(total, count)
+        return {key: ops.reshape(value, (-1,)) for key, value in logs.items()}
 
     return wrapped
 

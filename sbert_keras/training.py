@@ -37,7 +37,6 @@ from sbert_keras.objectives import objective_inputs
 from sbert_keras.objectives import objective_loss
 from sbert_keras.objectives import teacher_targets
 from sbert_keras.pipelines import bucket_boundaries
-from sbert_keras.pipelines import check_batching
 from sbert_keras.pipelines import siamese_dataset
 from sbert_keras.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
@@ -226,13 +225,6 @@ def train_objective(
         labels = teacher_targets(teacher, columns[0], encoder)
         run_info = {**(run_info or {}), "teacher_embeddings_sha256": array_sha256(labels)}
     model = build_model(objective, encoder, {**model_kwargs, **extra})
-    resolved = check_batching(batching, objective)
-    if tf.distribute.has_strategy() and resolved != "bucket":
-        warnings.warn(
-            f"{objective!r} under a tf.distribute strategy with {resolved!r} batches: matching "
-            "one-process training is only verified for length buckets; pass batching='bucket' to be sure.",
-            stacklevel=2,
-        )
     dataset = siamese_dataset(
         columns,
         labels,

@@ -24,6 +24,7 @@ from conftest import tiny_encoder
 from harness import run_serialization_test
 from sbert_keras import cli
 from sbert_keras import distributed
+from sbert_keras import objectives
 from sbert_keras import training
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.matryoshka import MatryoshkaLoss
@@ -44,16 +45,18 @@ def sentences(n, offset):
 
 def examples():
     anchors, positives, negatives = sentences(16, 0), sentences(16, 1), sentences(16, 5)
-    pairs = SentencePairs(anchors, positives, np.linspace(0.0, 5.0, 16).astype("float32"))
+    # 15 pairs: batches of 8 and 7, and 2 workers split the second one 4 / 3.
+    pairs = SentencePairs(anchors[:15], positives[:15], np.linspace(0.0, 5.0, 15).astype("float32"))
     return pairs, Triplets(anchors, positives, negatives)
 
 
 # name -> (objective, examples index, model kwargs); local-only negatives are computed in this process.
+# Both runs hold a global batch of odd size (`test_some_global_batch_splits_unevenly`): a length bucket's last batch
+# (regression), and a no-duplicates batch closed short (contrastive's default batching, as `first_batch_losses`
+# rebuilds it), so the replicas' losses must be weighted by their rows (`distributed.replica_batch_weight`).
 RUNS = {
     "regression": ("regression", 0, {}),
-    # Length buckets, as `first_batch_losses` rebuilds them: full, even batches on both sides. (The contrastive
-    # default, no-duplicates batches, can close a batch short, which 2 workers split unevenly.)
-    "gathered": ("contrastive", 1, {"gather_across_replicas": True, "hard_negatives": True, "batching": "bucket"}),
+    "gathered": ("contrastive", 1, {"gather_across_replicas": True, "hard_negatives": True}),
 }
 
 
@@ -153,9 +156,7 @@ def first_batch_losses():
     encoder = tiny_encoder(seed=0)
     model = ContrastiveSiamese(encoder, hard_negatives=True)
     columns = list(pairs_or_triplets.as_tuple())
-    features, _ = next(
-        iter(siamese_dataset(columns, None, encoder.preprocessor, model.active_roles, GLOBAL_BATCH, seed=0))
-    )
+    features, _ = next(iter(global_batches(columns, encoder, model.active_roles, "contrastive")))
     size = int(next(iter(features.values())).shape[0])
     cut = -(-size // WORKERS)
     halves = [{k: v[:cut] for k, v in features.items()}, {k: v[cut:] for k, v in features.items()}]
@@ -163,7 +164,22 @@ def first_batch_losses():
     return float(InBatchNegativesLoss()(None, model(features))), float(np.mean(losses))
 
 
+def global_batches(columns, encoder, roles, objective):
+    """The batches `training.train_objective` builds for `objective` (its default batching), in one process."""
+    return siamese_dataset(columns, None, encoder.preprocessor, roles, GLOBAL_BATCH, seed=0, objective=objective)
+
+
 # === Fast, in-process ===
+
+
+def test_some_global_batch_splits_unevenly():
+    encoder = tiny_encoder(seed=0)
+    for objective, which, kwargs in RUNS.values():
+        hard = kwargs.get("hard_negatives", False)
+        columns, _, extra = objectives.objective_inputs(objective, examples()[which], hard_negatives=hard)
+        roles = objectives.build_model(objective, encoder, {**kwargs, **extra}).active_roles
+        sizes = [int(next(iter(f.values())).shape[0]) for f, _ in global_batches(columns, encoder, roles, objective)]
+        assert sum(sizes) == len(columns[0]) and any(size % WORKERS for size in sizes), (objective, sizes)
 
 
 def test_tf_config_names_the_cluster_and_the_task():
@@ -261,12 +277,25 @@ def test_cli_multi_worker_without_tf_config_is_a_clear_error(capsys, monkeypatch
     assert not (tmp_path / "run").exists()
 
 
-def test_planned_batches_under_a_strategy_warn(monkeypatch):
-    # Multi-worker equality with one process is verified for length buckets only: other batchings say so.
-    monkeypatch.setattr(training.tf.distribute, "has_strategy", lambda: True)
-    with pytest.warns(UserWarning, match="only verified for length buckets"):
-        with pytest.raises(RuntimeError, match="stop here"):
-            monkeypatch.setattr(
-                training, "siamese_dataset", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop here"))
-            )
-            training.train_objective("contrastive", tiny_encoder(), examples()[1], verbose=0)
+class FakeReplicaContext:
+    """One of 2 replicas, whose global batch holds `total` rows (what `all_reduce` sums)."""
+
+    num_replicas_in_sync = 2
+
+    def __init__(self, total):
+        self.total = total
+
+    def all_reduce(self, op, value):
+        assert op == distributed.tf.distribute.ReduceOp.SUM
+        return distributed.tf.constant(self.total, value.dtype)
+
+
+@pytest.mark.parametrize(("rows", "total", "expected"), [(4, 8, 1.0), (4, 7, 8 / 7), (3, 7, 6 / 7), (0, 1, 0.0)])
+def test_replica_batch_weight_makes_uneven_slices_one_global_mean(monkeypatch, rows, total, expected):
+    # Keras: loss = mean over the slice / replicas, gradients summed. Weighted: sum over all rows / global rows.
+    monkeypatch.setattr(distributed.tf.distribute, "get_replica_context", lambda: FakeReplicaContext(total))
+    assert float(distributed.replica_batch_weight(rows)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_replica_batch_weight_is_one_without_a_strategy():
+    assert float(distributed.replica_batch_weight(5)) == 1.0
