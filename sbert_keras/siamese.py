@@ -17,7 +17,6 @@ from sbert_keras.defaults import CONCATENATION
 from sbert_keras.defaults import IN_BATCH_SCALE
 from sbert_keras.defaults import NLI_NUM_CLASSES
 from sbert_keras.defaults import PAPER_LEARNING_RATE  # also re-exported: `siamese.PAPER_LEARNING_RATE`
-from sbert_keras.distributed import ReplicaGather
 from sbert_keras.encoder import restore_compile
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.losses import TripletLoss
@@ -25,6 +24,7 @@ from sbert_keras.losses import triplet_settings
 from sbert_keras.losses_modern import AnglELoss
 from sbert_keras.matryoshka import MatryoshkaLoss
 from sbert_keras.matryoshka import MatryoshkaPrefixes
+from sbert_keras.replicas import ReplicaGather
 from sbert_keras.similarity import CosineSimilarity
 from sbert_keras.similarity import PairFeatures
 from sbert_keras.similarity import SimilarityMatrix

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from sbert_keras import data
 from sbert_keras import distributed
+from sbert_keras import replicas
 from sbert_keras.backup import RunBackup
 from sbert_keras.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
 from sbert_keras.defaults import PAPER_BATCH_SIZE
@@ -242,7 +243,7 @@ def train_objective(
     loss = objective_loss(objective)
     if tf.distribute.has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
         dataset = distributed.shard_by_data(dataset)
-        loss = distributed.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)
+        loss = replicas.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)
     model.compile(optimizer=paper_optimizer(epochs * steps, learning_rate, warmup_fraction), loss=loss)
     distributed.prepare_model(model)
     all_callbacks = [] if dev is None else [dev_callback(objective, model, dev)]

@@ -25,6 +25,7 @@ from harness import run_serialization_test
 from sbert_keras import cli
 from sbert_keras import distributed
 from sbert_keras import objectives
+from sbert_keras import replicas
 from sbert_keras import training
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.matryoshka import MatryoshkaLoss
@@ -53,7 +54,7 @@ def examples():
 # name -> (objective, examples index, model kwargs); local-only negatives are computed in this process.
 # Both runs hold a global batch of odd size (`test_some_global_batch_splits_unevenly`): a length bucket's last batch
 # (regression), and a no-duplicates batch closed short (contrastive's default batching, as `first_batch_losses`
-# rebuilds it), so the replicas' losses must be weighted by their rows (`distributed.replica_batch_weight`).
+# rebuilds it), so the replicas' losses must be weighted by their rows (`replicas.replica_batch_weight`).
 RUNS = {
     "regression": ("regression", 0, {}),
     "gathered": ("contrastive", 1, {"gather_across_replicas": True, "hard_negatives": True}),
@@ -220,8 +221,8 @@ def test_launcher_reports_the_failing_worker_with_its_stderr():
 
 def test_replica_gather_is_the_identity_without_a_strategy():
     x = np.arange(6, dtype="float32").reshape(3, 2)
-    np.testing.assert_allclose(distributed.ReplicaGather()(x), x)
-    run_serialization_test(distributed.ReplicaGather(name="g"))
+    np.testing.assert_allclose(replicas.ReplicaGather()(x), x)
+    run_serialization_test(replicas.ReplicaGather(name="g"))
 
 
 def test_gathering_contrastive_siamese_round_trips_and_equals_plain_without_strategy(tmp_path):
@@ -243,18 +244,18 @@ def test_gathering_contrastive_siamese_round_trips_and_equals_plain_without_stra
 def test_replica_scaled_loss_equals_the_wrapped_loss_without_strategy():
     y, p = np.array([0.1, 0.5, 0.9], "float32"), np.array([0.2, 0.4, 0.5], "float32")
     mse = keras.losses.MeanSquaredError()
-    assert float(distributed.ReplicaScaledLoss(mse)(y, p)) == pytest.approx(float(mse(y, p)), rel=1e-6)
+    assert float(replicas.ReplicaScaledLoss(mse)(y, p)) == pytest.approx(float(mse(y, p)), rel=1e-6)
     similarities = np.array([[0.9, 0.1], [0.2, 0.8]], "float32")
     inner = InBatchNegativesLoss()
-    wrapped = distributed.ReplicaScaledLoss(inner)
+    wrapped = replicas.ReplicaScaledLoss(inner)
     assert float(wrapped(None, similarities)) == pytest.approx(float(inner(None, similarities)), rel=1e-6)
-    restored = run_serialization_test(distributed.ReplicaScaledLoss(mse))
+    restored = run_serialization_test(replicas.ReplicaScaledLoss(mse))
     assert isinstance(restored.loss, keras.losses.MeanSquaredError)
 
 
 def test_replica_scaled_loss_refuses_matryoshka():
     with pytest.raises(ValueError, match="MatryoshkaLoss"):
-        distributed.ReplicaScaledLoss(MatryoshkaLoss(InBatchNegativesLoss()))
+        replicas.ReplicaScaledLoss(MatryoshkaLoss(InBatchNegativesLoss()))
 
 
 def test_prepare_model_changes_nothing_without_a_multi_worker_strategy():
@@ -286,16 +287,16 @@ class FakeReplicaContext:
         self.total = total
 
     def all_reduce(self, op, value):
-        assert op == distributed.tf.distribute.ReduceOp.SUM
+        assert op == replicas.tf.distribute.ReduceOp.SUM
         return distributed.tf.constant(self.total, value.dtype)
 
 
 @pytest.mark.parametrize(("rows", "total", "expected"), [(4, 8, 1.0), (4, 7, 8 / 7), (3, 7, 6 / 7), (0, 1, 0.0)])
 def test_replica_batch_weight_makes_uneven_slices_one_global_mean(monkeypatch, rows, total, expected):
     # Keras: loss = mean over the slice / replicas, gradients summed. Weighted: sum over all rows / global rows.
-    monkeypatch.setattr(distributed.tf.distribute, "get_replica_context", lambda: FakeReplicaContext(total))
-    assert float(distributed.replica_batch_weight(rows)) == pytest.approx(expected, rel=1e-6)
+    monkeypatch.setattr(replicas.tf.distribute, "get_replica_context", lambda: FakeReplicaContext(total))
+    assert float(replicas.replica_batch_weight(rows)) == pytest.approx(expected, rel=1e-6)
 
 
 def test_replica_batch_weight_is_one_without_a_strategy():
-    assert float(distributed.replica_batch_weight(5)) == 1.0
+    assert float(replicas.replica_batch_weight(5)) == 1.0
