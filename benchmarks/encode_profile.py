@@ -1,13 +1,14 @@
 """Where `encode`'s time goes: one batch, op by op, Keras graph vs fused graph.
 
 One batch of 32 STS-B dev sentences (the 32 around the median token length,
-padded to the longest of them) runs through five graphs of all-MiniLM-L6-v2:
+padded to the longest of them) runs through seven graphs of all-MiniLM-L6-v2:
 
 - `keras_float32`: the functional model (KerasHub `TransformerEncoder`s);
 - `keras_mixed_bfloat16`: the same under the `mixed_bfloat16` policy;
-- `fused_float32`, `fused_bfloat16`: `sbert_keras.fused`'s graph, what
-  `encode` runs;
-- `fused_*_xla`: that graph with `jit_compile=True` (timing only).
+- `fused_float32`, `fused_bfloat16`, `fused_int8`: `sbert_keras.fused`'s
+  graph, what `encode` runs (int8: the default recipe);
+- `fused_*_xla`: the float graphs with `jit_compile=True` and the
+  composite LayerNorm (timing only).
 
 Also measured: the GFLOP/s of bare `tf.matmul`s in float32 and bfloat16, a
 large 2048^3 one (a practical peak of these cores) and the feed-forward
@@ -128,10 +129,12 @@ def main():
         "keras_float32": keras_graph(engine.keras_model("float32")),
         "keras_mixed_bfloat16": keras_graph(engine.keras_model("bfloat16")),
     }
-    for precision in ("float32", "bfloat16"):
+    for precision in ("float32", "bfloat16", "int8"):
         forward = fused.build_forward(encoder, engine.fused_weights(precision))
         graphs[f"fused_{precision}"] = tf.function(forward, input_signature=spec)
-        graphs[f"fused_{precision}_xla"] = tf.function(forward, input_signature=spec, jit_compile=True)
+        if precision != "int8":  # XLA compiles neither oneDNN's LayerNorm nor its int8 matmul
+            forward = fused.build_forward(encoder, engine.fused_weights(precision), fused_norm=False)
+            graphs[f"fused_{precision}_xla"] = tf.function(forward, input_signature=spec, jit_compile=True)
 
     intermediate = encoder.backbone.intermediate_dim
     for m, k, n in ((2048, 2048, 2048), (token_ids.size, encoder.backbone.hidden_dim, intermediate)):
