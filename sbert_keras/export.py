@@ -197,14 +197,16 @@ def serving_forward(engine, precision="auto"):
 
     An untraced forward function (what `engine.plan(precision)` picks: the
     fused graph or the Keras graph), the objects holding the variables it
-    reads, and the plan.
+    reads, and the plan. The served weights never change, so int8 matmuls
+    are traced under `int8.constant_weights` (oneDNN keeps their layout).
     """
     kind, precision = engine.plan(precision)
     encoder = engine.encoder
     if kind == "fused":
         weights = engine.fused_weights(precision)
         projections = list(getattr(encoder, "projections", None) or [])
-        return fused.build_forward(encoder, weights), [weights.module] + projections, (kind, precision)
+        forward = fused.build_forward(encoder, weights, constant_int8=True)
+        return forward, [weights.module] + projections, (kind, precision)
     model = engine.keras_model(precision)
     return inference.keras_forward(model), [model], (kind, precision)
 

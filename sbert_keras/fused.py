@@ -274,6 +274,7 @@ class FusedWeights:
 
         self._refresh, self._fingerprint = refresh, fingerprint
         self._last = tf.Variable(fingerprint(), trainable=False)
+        self.version = 0  # bumped by each refresh (graphs that cache weights re-trace)
 
     def values(self):
         """The variables as a `ModelWeights` (usable inside a `tf.function`)."""
@@ -291,6 +292,7 @@ class FusedWeights:
             return False
         self._refresh()
         self._last.assign(current)
+        self.version += 1
         return True
 
     def changed(self, others=()):
@@ -308,7 +310,7 @@ class FusedWeights:
         return tf.reduce_any([tf.reduce_any(tf.not_equal(current, w._last)) for w in (self, *others)])
 
 
-def build_forward(encoder, weights, fused_norm=None):
+def build_forward(encoder, weights, fused_norm=None, constant_int8=False):
     """The Python function `(token_ids, padding_mask)` -> pooled, projected float32 vectors.
 
     Args:
@@ -317,6 +319,9 @@ def build_forward(encoder, weights, fused_norm=None):
         fused_norm: bool or None. Whether large inputs may use oneDNN's fused
             LayerNorm (None: where `onednn.layer_norm_available()`; False for
             XLA, which cannot compile it).
+        constant_int8: bool. Trace int8 matmuls under `int8.constant_weights`
+            (oneDNN keeps their layout between calls): only for a graph
+            traced anew whenever `weights` refresh (`FusedWeights.version`).
 
     The vectors are not L2-normalised. Untraced: wrap it in `tf.function`.
     """
@@ -360,6 +365,12 @@ def build_forward(encoder, weights, fused_norm=None):
         return pooled if project is None else tf.cast(project(pooled), "float32")
 
     def forward(token_ids, padding_mask):
+        if constant_int8:
+            with int8.constant_weights():
+                return choose_norm(token_ids, padding_mask)
+        return choose_norm(token_ids, padding_mask)
+
+    def choose_norm(token_ids, padding_mask):
         if not fused_norm:
             return run(token_ids, padding_mask, onednn.composite_layer_norm)
         # oneDNN's LayerNorm from FUSED_LAYER_NORM_MIN_ROWS tokens; below, the composite is faster.

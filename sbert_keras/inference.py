@@ -242,10 +242,16 @@ class InferenceEngine:
             self._functions[key] = tf.function(counted, input_signature=[spec, spec], jit_compile=jit_compile)
         return self._functions[key]
 
-    def fused_function(self, precision):
-        """The traced fused graph of `precision` (its weights synced), unchecked."""
-        weights = self.fused_weights(precision)
-        return self.traced(("fused", precision), lambda: fused.build_forward(self.encoder, weights))
+    def fused_function(self, precision, weights=None):
+        """The traced fused graph of `precision` over `weights` (default: synced), unchecked.
+
+        int8's is traced per weights version (`fused.build_forward`'s `constant_int8`), the stale one dropped."""
+        weights, int8_graph = weights or self.fused_weights(precision), precision == "int8"
+        key = ("fused", precision) + ((weights.version,) if int8_graph else ())
+        for old in [k for k in self._functions if int8_graph and k[:2] == key[:2] and k != key]:
+            stale = self._functions.pop(old)
+            self._string_functions = {k: f for k, f in self._string_functions.items() if k[0] is not stale}
+        return self.traced(key, lambda: fused.build_forward(self.encoder, weights, constant_int8=int8_graph))
 
     def keras_model(self, precision):
         """The encoder, or its copy computing in `precision` (see `keras_model_for`)."""
@@ -294,20 +300,18 @@ class InferenceEngine:
             return self.fused_function(precision)
         return self.keras_function(precision)
 
-    def query(self, texts, precision="auto"):
-        """`(pooled, number truncated)` of a few texts in one graph call.
+    def query(self, texts, precision="auto", retry=True):
+        """`(pooled, number truncated)` of a few texts in one `tf.function` call (a single query).
 
-        Strings to vectors in one `tf.function`, what a single query wants.
-        On the fused graph, the check for changed weights runs inside that
-        call, beside the forward pass; if they changed, the cast weights are
-        refreshed and the call repeated.
+        On the fused graph, the check for changed weights runs inside that call, beside the
+        forward pass; if they changed, the weights are refreshed and the call repeated (once: `retry`).
         """
         kind, precision = self.plan(precision)
         synced = []  # the FusedWeights this call reads
         if kind == "fused":
             synced.append(self._current(precision))
             weights = synced[0]
-            run = self.traced(("fused", precision), lambda: fused.build_forward(self.encoder, weights))
+            run = self.fused_function(precision, weights)
             if len(texts) == 1 and self.small_query.available(precision):
                 synced = list(dict.fromkeys(synced + [self._current("float32")]))
                 run = self.small_query.wrap(run)
@@ -320,10 +324,10 @@ class InferenceEngine:
             # The concrete function: a call skips tf.function's argument binding (hashing its captures).
             self._string_functions[key] = embed.get_concrete_function()
         pooled, num_truncated, changed = self._string_functions[key](tf.constant(texts))
-        if bool(changed):
+        if bool(changed) and retry:
             for weights in synced:
                 weights.sync(force=True)
-            pooled, num_truncated, _ = self._string_functions[key](tf.constant(texts))
+            return self.query(texts, precision, retry=False)  # int8: re-traced for the new weights
         return pooled.numpy(), int(num_truncated)
 
     def _current(self, precision):

@@ -328,6 +328,31 @@ def test_encode_int8_runs_int8_matmuls_and_matches_float32():
     assert int8_ops(encoder) == (6 if int8.int8_matmul_available() else 0)
 
 
+def test_int8_graph_follows_new_weights():
+    # The engine's int8 graph lets oneDNN keep its weights between calls
+    # (`is_weight_const`): changed weights must give a new trace, never the
+    # first weights again, for batches (`encode`) and single queries.
+    encoder, fresh = tiny_encoder(seed=1), tiny_encoder(seed=2)
+    before = encoder.encode(TEXTS, precision="int8")
+    encoder.encode(TEXTS[:1], precision="int8")
+    traces = encoder.engine.trace_count
+    for variable, value in zip(encoder.backbone.weights, fresh.backbone.weights):
+        variable.assign(value)
+    expected = fresh.encode(TEXTS, precision="int8")
+    # Close, not equal: the smoothing factors stay calibrated on the first
+    # weights. The first weights' int8 matmuls would be off by about 1e-2.
+    one = encoder.encode(TEXTS[:1], precision="int8")  # detected inside the query's graph call
+    np.testing.assert_allclose(one, fresh.encode(TEXTS[:1], precision="int8"), atol=1e-3)
+    np.testing.assert_allclose(encoder.encode(TEXTS, precision="int8"), expected, atol=1e-3)
+    assert min_cosine(before, expected) < 0.9  # the weights did change
+    assert encoder.engine.trace_count == traces + 1  # one new int8 trace, the stale one dropped
+    assert sum(key[:2] == ("fused", "int8") for key in encoder.engine._functions) == 1
+    if int8.int8_matmul_available():
+        graph = encoder.engine.fused_function("int8").get_concrete_function().graph.as_graph_def()
+        nodes = [n for f in graph.library.function for n in f.node_def if n.op == int8.QUANTIZED_MATMUL_OP]
+        assert nodes and all(n.attr["is_weight_const"].b for n in nodes)
+
+
 def test_keras_quantized_encoder_runs_its_int8_weights_fast():
     encoder = tiny_encoder()
     encoder.quantize("int8")
