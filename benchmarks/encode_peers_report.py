@@ -37,7 +37,6 @@ PRECISION = {
     "encode_bfloat16": "bfloat16",
     "encode_int8": "int8",
     "keras_int8": "int8",
-    "predict": "float32",
     "serve_float32": "float32",
     "serve_bfloat16": "bfloat16",
     "serve_int8": "int8",
@@ -53,6 +52,12 @@ def cosine_rows(a, b):
 def score(results, gold):
     """Adds min cos / max abs diff to the reference, Spearman, classes and ratios to each result."""
     timed = [r for r in results if "embeddings" in r]
+    exported = {
+        r["variant"][len("export_") :]: r.get("engine_plan") for r in results if r["variant"].startswith("export_")
+    }
+    for r in timed:  # a SavedModel runs the plan its export reported
+        if r["variant"].startswith("serve_") and "engine_plan" not in r:
+            r["engine_plan"] = exported.get(r["variant"][len("serve_") :])
     reference = next((r for r in timed if r["variant"] == "torch"), None)
     reference = reference or next((r for r in timed if r["variant"] == "encode_float32"), None)
     if reference is None:
@@ -92,9 +97,18 @@ def score(results, gold):
 
 
 def precision_of(result):
-    """The matmul precision of a variant: by name, else the plan the library reported."""
+    """The matmul precision of a variant: by name, else the plan the library reported (`predict`, `serve_default`)."""
     plan = result.get("engine_plan")
     return PRECISION.get(result["variant"]) or (plan[1] if isinstance(plan, list) and len(plan) == 2 else "unknown")
+
+
+def matmul_peak(peaks, precision, shape="448x384x1536"):
+    """The bare-matmul GFLOP/s of `precision` at `shape`; for int8 the fastest int8 matmul measured
+    (XNNPACK's where it ran; TensorFlow's own int8 `BatchMatMulV3` is Eigen's, far slower)."""
+    if precision == "int8":
+        found = [peaks[k] for k in (f"int8_{shape}", f"xnnpack_int8_{shape}") if k in peaks]
+        return max(found) if found else None
+    return peaks.get(f"{precision}_{shape}")
 
 
 def add_gflops(results):
@@ -104,7 +118,7 @@ def add_gflops(results):
     for r in results:
         if "texts_per_second" in r:
             r["useful_gflops_per_second"] = flops["useful_gflop"] / r["seconds"]
-            peak = flops["matmul_gflops"].get(f"{precision_of(r)}_448x384x1536")
+            peak = matmul_peak(flops["matmul_gflops"], precision_of(r))
             r["fraction_of_matmul_448x384x1536"] = r["useful_gflops_per_second"] / peak if peak else None
     return flops
 
@@ -142,13 +156,7 @@ def summary(results):
                 ),
                 "max_abs_diff_vs_reference": r.get("max_abs_diff"),
             }
-    # The default SavedModel counts as float32 only where no float32 one could be exported.
-    float32 = {"float32"} | ({"default"} if ("serve_float32" not in {r["variant"] for r in ours}) else set())
-    out["float32_max_abs_diff"] = {
-        r["variant"]: r.get("max_abs_diff")
-        for r in ours
-        if PRECISION.get(r["variant"], r["variant"].split("_")[-1]) in float32
-    }
+    out["float32_max_abs_diff"] = {r["variant"]: r.get("max_abs_diff") for r in ours if precision_of(r) == "float32"}
     out["contended"] = [r["variant"] for r in results if r.get("contended")]
     out["failed"] = [f"{r['engine']} {r['variant']}: {r['error']}" for r in results if "error" in r]
     out["skipped"] = [f"{r['engine']} {r['variant']}: {r['skipped']}" for r in results if "skipped" in r]

@@ -51,8 +51,10 @@ def encode_texts(engine, texts, batch_size, normalize, show_progress, precision,
         pad = encoder.preprocessor.tokenizer.pad_token_id
         from sbert_keras import inference  # the engine imports this module
 
-        concurrency = 1 if inference.has_gpu() else CONCURRENT_BATCHES
-        run_batches(engine.runner(precision), ids, pad, batch_size, out, show, concurrency)
+        run = engine.runner(precision)
+        # An `xnnpack.Runner` spreads each call over all cores itself (`max_concurrency` 1).
+        concurrency = 1 if inference.has_gpu() else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
+        run_batches(run, ids, pad, batch_size, out, show, concurrency)
     if texts:
         report_truncation(encoder, num_truncated, len(texts))
     if truncate_dim is not None and truncate_dim < out.shape[1]:
@@ -96,8 +98,9 @@ def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurre
     """Writes `run` of `ids` (ragged) into `out`, in length-sorted padded batches.
 
     Args:
-        run: callable `(token_ids, padding_mask)` -> `(batch, dim)` tensor,
-            safe to call from several threads (a traced `tf.function`).
+        run: callable `(token_ids, padding_mask)` -> `(batch, dim)` tensor or
+            array, safe to call from several threads (a traced `tf.function`,
+            an `xnnpack.Runner`).
         ids: tf.RaggedTensor `(n, None)` of token ids.
         pad_id: int. The padding token id.
         batch_size: int. Rows per call of `run`.
@@ -111,7 +114,7 @@ def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurre
     progress = tqdm(total=len(lengths), desc="encode", unit="text") if show_progress else None
 
     def call(token_ids, mask):
-        return run(token_ids, mask).numpy()
+        return np.asarray(run(token_ids, mask))
 
     def collect(index, future):
         out[index] = future.result()

@@ -351,9 +351,9 @@ def build_forward(encoder, weights, fused_norm=None, constant_int8=False):
 
         # `keras.ops.take`, as the embedding layer does (negative ids wrap around).
         x = keras.ops.take(model.token_table, token_ids, axis=0)
-        x = x + model.position_table[None, :length]
+        x = x + model.position_table[:length]  # no new-axis slices: the TFLite converter refuses them
         x = layer_norm(tf.reshape(x, [-1, hidden]), model.embedding_norm, epsilons[0])
-        attention_bias = ((1.0 - tf.cast(padding_mask, "float32")) * -1e9)[:, None, None, :]
+        attention_bias = tf.reshape((1.0 - tf.cast(padding_mask, "float32")) * -1e9, [batch, 1, 1, length])
         for i, block in enumerate(model.blocks):
             qkv = tf.cast(dense(x, block.qkv), "float32")
             qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, num_heads, head_dim]), [2, 0, 3, 1, 4])

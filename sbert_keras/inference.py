@@ -13,7 +13,10 @@ same thing. Neither Keras nor KerasHub has such an engine, so it is here.
   AVX512-BF16 or AMX, float32 otherwise);
 - the runners: the fused graph (weights cast and fused once, refreshed when
   the source weights change) or the Keras graph (pooled output of the
-  functional model, or of a copy under a mixed policy);
+  functional model, or of a copy under a mixed policy); for int8 in
+  `encode`, `predict` and queries, the same fused graph converted to TFLite
+  and run by XNNPACK (`sbert_keras.xnnpack`, `route`), where it passes its
+  own self-check; SavedModels keep TensorFlow graphs (`plan`);
 - the self-check: the first time the fused graph runs for a precision, it is
   compared with the float32 Keras graph on a probe batch of different
   lengths (and on that batch repeated, for the large-batch kernels).
@@ -37,6 +40,7 @@ from sbert_keras import int8
 from sbert_keras import int8_quantize
 from sbert_keras import onednn
 from sbert_keras import small_query
+from sbert_keras import xnnpack
 from sbert_keras.defaults import PRECISIONS
 from sbert_keras.onednn import cpu_flags
 
@@ -92,25 +96,26 @@ def divergence(reference, candidate, precision):
     return "min cosine", value, value >= MIN_COSINE[precision]
 
 
-def probe_check(encoder, reference_run, fused_run, precision):
+def probe_check(encoder, reference_run, fused_run, precision, name="fused inference graph", fallback="Keras graph"):
     """Whether `fused_run` computes what `reference_run` does; warns if not.
 
     Both run the probe batch and that batch repeated into one that takes
     the fused graph's large-batch kernels (`onednn.FUSED_LAYER_NORM_MIN_ROWS`);
-    `divergence` against the gate of `precision` decides.
+    `divergence` against the gate of `precision` decides. `name` and
+    `fallback` name the checked path and what serves instead in the warning.
     """
     token_ids, mask = probe_batch(encoder)
-    reference = reference_run(token_ids, mask).numpy()
+    reference = np.asarray(reference_run(token_ids, mask))
     repeat = -(-onednn.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
-    large = fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))).numpy()
-    candidate = np.concatenate([fused_run(token_ids, mask).numpy(), large])
+    large = np.asarray(fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))))
+    candidate = np.concatenate([np.asarray(fused_run(token_ids, mask)), large])
     reference = np.concatenate([reference, np.tile(reference, (repeat, 1))])
     measure, value, passed = divergence(reference, candidate, precision)
     if not passed:
         warnings.warn(
-            f"The fused inference graph of {encoder.name!r} in {precision} "
+            f"The {name} of {encoder.name!r} in {precision} "
             f"diverges from the Keras graph ({measure} = {value:.3g} on the probe "
-            "batch); using the Keras graph instead.",
+            f"batch); using the {fallback} instead.",
             stacklevel=4,
         )
     return passed
@@ -199,6 +204,7 @@ class InferenceEngine:
         self._stale = set()  # precisions whose cast weights must be re-computed
         self._string_functions = {}  # (runner, *weights) -> concrete strings_function(...)
         self._quantized = None  # fused.quantized_layers(encoder), asked once
+        self.xnnpack = xnnpack.Int8Route(self)  # int8 through TFLite's XNNPACK, checked on first use
         self.small_query = small_query.SmallQuery(self)  # one short text: XLA float32
 
     def invalidate(self):
@@ -281,47 +287,62 @@ class InferenceEngine:
         # Keras has no int8 policy: a float encoder falls back to its float32 graph.
         return "keras", "float32" if auto or precision == "int8" else precision
 
+    def route(self, precision="auto"):
+        """`(kind, precision)` of `encode`, `predict` and queries: `("xnnpack", "int8")` or `plan`'s.
+
+        int8 runs through XNNPACK where `xnnpack.Int8Route` accepts it; elsewhere, and in SavedModels, `plan` decides.
+        """
+        return self.xnnpack.route(precision) or self.plan(precision)
+
     def runner(self, precision="auto"):
-        """`run(token_ids, padding_mask)` -> pooled float32 vectors (see `plan`)."""
-        kind, precision = self.plan(precision)
+        """`run(token_ids, padding_mask)` -> pooled float32 vectors (see `route`)."""
+        kind, precision = self.route(precision)
+        if kind == "xnnpack":
+            return self.xnnpack.runner()
         if kind == "fused":
             return self.fused_function(precision)
         return self.keras_function(precision)
 
-    def query(self, texts, precision="auto", retry=True):
-        """`(pooled, number truncated)` of a few texts in one `tf.function` call (a single query).
+    def query(self, texts, precision="auto"):
+        """`(pooled, number truncated)` of a few texts in one call (a single query, see `graph_query`)."""
+        kind, precision = self.route(precision)
+        if kind == "xnnpack":
+            return self.xnnpack.query(texts)
+        return graph_query(self, texts, kind, precision)
 
-        On the fused graph, the check for changed weights runs inside that call, beside the
-        forward pass; if they changed, the weights are refreshed and the call repeated (once: `retry`).
-        """
-        kind, precision = self.plan(precision)
-        synced = []  # the FusedWeights this call reads
-        if kind == "fused":
-            synced.append(self._current(precision))
-            weights = synced[0]
-            run = self.fused_function(precision, weights)
-            if len(texts) == 1 and self.small_query.available(precision):
-                synced = list(dict.fromkeys(synced + [self._current("float32")]))
-                run = self.small_query.wrap(run)
-        else:
-            run = self.keras_function(precision)
-        key = (run, *synced)
-        if key not in self._string_functions:
-            changed = (lambda: synced[0].changed(others=synced[1:])) if synced else None
-            embed = batching.strings_function(self.encoder.preprocessor, run, changed)
-            # The concrete function: a call skips tf.function's argument binding (hashing its captures).
-            self._string_functions[key] = embed.get_concrete_function()
-        pooled, num_truncated, changed = self._string_functions[key](tf.constant(texts))
-        if bool(changed) and retry:
-            for weights in synced:
-                weights.sync(force=True)
-            return self.query(texts, precision, retry=False)  # int8: re-traced for the new weights
-        return pooled.numpy(), int(num_truncated)
-
-    def _current(self, precision):
+    def current_weights(self, precision):
         """The `FusedWeights` of `precision` (made by its self-check), re-cast if marked stale."""
         weights = self._weights[precision]
         if precision in self._stale:
             weights.sync(force=True)
             self._stale.discard(precision)
         return weights
+
+
+def graph_query(engine, texts, kind, precision, retry=True):
+    """`InferenceEngine.query` on a TensorFlow graph (`kind` "fused" or "keras"): strings in, one `tf.function` call.
+
+    On the fused graph, the check for changed weights runs inside that call, beside the
+    forward pass; if they changed, the weights are refreshed and the call repeated (once: `retry`).
+    """
+    synced = []  # the FusedWeights this call reads
+    if kind == "fused":
+        synced.append(engine.current_weights(precision))
+        run = engine.fused_function(precision, synced[0])
+        if len(texts) == 1 and engine.small_query.available(precision):
+            synced = list(dict.fromkeys(synced + [engine.current_weights("float32")]))
+            run = engine.small_query.wrap(run)
+    else:
+        run = engine.keras_function(precision)
+    key = (run, *synced)
+    if key not in engine._string_functions:
+        changed = (lambda: synced[0].changed(others=synced[1:])) if synced else None
+        embed = batching.strings_function(engine.encoder.preprocessor, run, changed)
+        # The concrete function: a call skips tf.function's argument binding (hashing its captures).
+        engine._string_functions[key] = embed.get_concrete_function()
+    pooled, num_truncated, changed = engine._string_functions[key](tf.constant(texts))
+    if bool(changed) and retry:
+        for weights in synced:
+            weights.sync(force=True)
+        return graph_query(engine, texts, kind, precision, retry=False)  # int8: re-traced for the new weights
+    return pooled.numpy(), int(num_truncated)

@@ -22,6 +22,10 @@ Why this is hand-written, and why this route:
   pairs in saturating int16, measured with `ONEDNN_MAX_CPU_ISA`).
 - ONNX Runtime or OpenVINO would add a second runtime and a dependency; this
   route needs nothing beyond TensorFlow.
+- It is the int8 route of SavedModels (TF Serving runs TensorFlow graphs) and
+  `encode`'s fallback: in-process, `encode` runs int8 through TFLite's XNNPACK
+  where it passes its self-check (`sbert_keras.xnnpack`: every matmul in int8
+  with per-row activation scales, 1.46x this route's speed, measured).
 
 Two traps of the op, both measured: with `is_weight_const=True` the kernel
 caches the first weights it sees (re-laid out for oneDNN) and silently

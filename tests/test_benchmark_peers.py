@@ -132,3 +132,32 @@ def test_emulated_avx2_flags_drop_what_an_avx2_cpu_lacks(monkeypatch):
 
 
 CPUINFO = "flags\t\t: fpu avx avx2 fma avx512f avx512_bf16 avx512_vnni avx_vnni amx_int8\n"
+
+
+def test_saved_models_and_predict_take_the_precision_their_engine_reported(tmp_path):
+    rng = np.random.default_rng(1)
+    pairs = 20
+    reference = rng.normal(size=(2 * pairs, 8))
+    gold = np.sum(reference[:pairs] * reference[pairs:], 1)
+    served = _result(tmp_path, "sbert_keras", "serve_default", reference, 200.0)
+    predict = _result(tmp_path, "sbert_keras", "predict", reference, 210.0)
+    predict["engine_plan"] = ["fused", "bfloat16"]
+    results = [
+        _result(tmp_path, "sentence-transformers", "torch", reference, 100.0),
+        {"engine": "sbert_keras", "variant": "export_default", "engine_plan": ["fused", "bfloat16"]},
+        served,
+        predict,
+        _result(tmp_path, "sbert_keras", "encode_float32", reference, 150.0),
+    ]
+    encode_peers.score(results, gold)
+    assert served["precision"] == predict["precision"] == "bfloat16"
+    # Only float32 paths count against the 1e-5 float32 gate.
+    assert set(encode_peers.summary(results)["float32_max_abs_diff"]) == {"encode_float32"}
+
+
+def test_int8_peak_is_the_fastest_int8_matmul_measured():
+    peaks = {"int8_448x384x1536": 60.0, "xnnpack_int8_448x384x1536": 750.0, "bfloat16_448x384x1536": 250.0}
+    assert encode_peers.matmul_peak(peaks, "int8") == 750.0
+    assert encode_peers.matmul_peak(peaks, "bfloat16") == 250.0
+    assert encode_peers.matmul_peak({"int8_448x384x1536": 60.0}, "int8") == 60.0
+    assert encode_peers.matmul_peak(peaks, "float32") is None

@@ -14,8 +14,17 @@ from conftest import tiny_encoder
 from sbert_keras import fused
 from sbert_keras import int8
 from sbert_keras import int8_quantize
+from sbert_keras import xnnpack
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def onednn_route(monkeypatch):
+    """`encode` in int8 on the oneDNN route tested here (what SavedModels serve); XNNPACK's: test_xnnpack.py."""
+    monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
+
+
 # The int8 op reproduces Keras's int8 layers; the dequantized fallback (no
 # exact int8 kernel here) skips their activation rounding and may run in bf16.
 KERAS_INT8_TOLERANCE = 2e-3 if int8.int8_matmul_available() else 2e-2

@@ -20,8 +20,9 @@ saved to --out), so both sides are timed by the same code. Variants:
   flops        no timing of an encoder: the FLOPs of a BERT forward over the
                texts' real tokens (`encode_throughput.FlopModel`), and the GFLOP/s
                of bare matmuls (float32, bfloat16, int8 -> int32 BatchMatMulV3:
-               the op Keras's int8 Dense runs) at the shape of the model's
-               feed-forward (448x384 @ 384x1536) and at 2048^3;
+               the op Keras's int8 Dense runs; xnnpack_int8: dynamic-range int8
+               through TFLite's XNNPACK, what `encode` int8 runs) at the shape of
+               the model's feed-forward (448x384 @ 384x1536) and at 2048^3;
   serve_P      in a fresh process, `tf.saved_model.load` of that folder and its
                `serving_default(text=...)`: one request of all texts, single
                queries, and request-order batches of 32. sbert_keras is not
@@ -76,9 +77,10 @@ def load_encoder(args):
     from sbert_keras import SentenceEncoder
     from sbert_keras import inference
     from sbert_keras import int8
+    from sbert_keras import xnnpack
 
     if os.environ.get(peer_common.EMULATE_AVX2_ENV):  # the library reads the emulated CPU's flags
-        inference.cpu_flags = int8.cpu_flags = lambda: frozenset(peer_common.cpu_flags())
+        inference.cpu_flags = int8.cpu_flags = xnnpack.cpu_flags = lambda: frozenset(peer_common.cpu_flags())
 
     model_dir = args.model or str(common.model_path("encode_peers"))
     return SentenceEncoder.from_preset(model_dir)
@@ -121,7 +123,12 @@ def export(args):
     except (ValueError, TypeError) as error:
         return skip(args, f"export_saved_model refused {kwargs}: {error}")
     peer_common.emit(
-        engine="sbert_keras", variant=args.variant, export_seconds=time.perf_counter() - start, path=str(path), **kwargs
+        engine="sbert_keras",
+        variant=args.variant,
+        export_seconds=time.perf_counter() - start,
+        path=str(path),
+        engine_plan=engine_plan(encoder, kwargs.get("precision"), method="plan"),
+        **kwargs,
     )
     return 0
 
@@ -144,6 +151,24 @@ def serve_function(args):
     return encode, {"saved_model": str(path), "output": output, "throughput_mode": "one request holding all texts"}
 
 
+def xnnpack_int8_gflops(m, k, n, repeats=10):
+    """GFLOP/s of one `(m, k) @ (k, n)` matmul as the int8 route runs it: dynamic-range int8 in TFLite's XNNPACK."""
+    from sbert_keras import xnnpack
+
+    rng = np.random.default_rng(0)
+    kernel = tf.constant(rng.standard_normal((k, n)).astype("float32"))
+    matmul = tf.function(lambda x: tf.matmul(x, kernel), input_signature=[tf.TensorSpec([m, k], tf.float32)])
+    interpreter = xnnpack.make_interpreter(xnnpack.convert(matmul), len(os.sched_getaffinity(0)))
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], rng.standard_normal((m, k)).astype("float32"))
+    times = []
+    for _ in range(repeats + 2):  # the first two calls warm up
+        start = time.perf_counter()
+        interpreter.invoke()
+        times.append(time.perf_counter() - start)
+    return 2.0 * m * k * n / float(np.median(times[2:])) / 1e9
+
+
 def flops(args):
     """Prints the useful FLOPs of the texts and the bare-matmul GFLOP/s per precision."""
     encoder = load_encoder(args)
@@ -159,6 +184,7 @@ def flops(args):
         a = tf.cast(tf.random.uniform([m, k], -127, 128, tf.int32), tf.int8)
         b = tf.cast(tf.random.uniform([k, n], -127, 128, tf.int32), tf.int8)
         peaks[f"int8_{shape}"] = 2.0 * m * k * n / encode_profile.median_ms(int8_matmul, (a, b), 10) / 1e6
+        peaks[f"xnnpack_int8_{shape}"] = xnnpack_int8_gflops(m, k, n)
     peer_common.emit(
         engine="sbert_keras",
         variant="flops",
@@ -169,9 +195,13 @@ def flops(args):
     return 0
 
 
-def engine_plan(encoder, precision):
-    """`[route, precision]` that the library's inference engine chose, where it has one."""
-    plan = getattr(getattr(encoder, "engine", None), "plan", None)
+def engine_plan(encoder, precision, method="route"):
+    """`[route, precision]` that the library's inference engine chose, where it has one.
+
+    `method` "route" is `encode`'s choice, "plan" a SavedModel's.
+    """
+    engine = getattr(encoder, "engine", None)
+    plan = getattr(engine, method, None) or getattr(engine, "plan", None)
     if plan is None:
         return None
     try:

@@ -1,0 +1,130 @@
+"""Tests of `sbert_keras.xnnpack`: int8 `encode` through TFLite's XNNPACK, checked and refreshed.
+
+XNNPACK computes the same int8 arithmetic on any x86-64 CPU (VNNI only makes
+it faster), so the route is tested on every machine by reporting VNNI.
+"""
+
+import threading
+
+import keras_hub
+import numpy as np
+import pytest
+
+from conftest import tiny_encoder
+from sbert_keras import xnnpack
+
+TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen", "red car fast", "the dog runs"]
+
+
+@pytest.fixture(autouse=True)
+def vnni(monkeypatch):
+    monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(xnnpack, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
+
+
+def min_cosine(a, b):
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return float(((a * b).sum(1) / np.maximum(norms, 1e-12)).min())
+
+
+def test_int8_encode_runs_through_xnnpack_close_to_float32():
+    encoder = tiny_encoder()
+    reference = encoder.encode(TEXTS, precision="float32")
+    out = encoder.encode(TEXTS, precision="int8", batch_size=2)  # several batches and widths
+    assert encoder.engine.route("int8") == ("xnnpack", "int8")
+    assert isinstance(encoder.engine.runner("int8"), xnnpack.Runner)
+    assert min_cosine(out, reference) > 0.99
+    # One query (tokenised outside the graph) is its row of the batch.
+    np.testing.assert_allclose(encoder.encode(TEXTS[2], precision="int8"), out[2], atol=1e-5)
+    # The SavedModel route stays on TensorFlow graphs.
+    assert encoder.engine.plan("int8")[0] != "xnnpack"
+
+
+def test_xnnpack_follows_new_weights():
+    encoder, fresh = tiny_encoder(seed=1), tiny_encoder(seed=2)
+    before = encoder.encode(TEXTS, precision="int8")
+    version = encoder.engine.xnnpack.runner().version
+    for variable, value in zip(encoder.backbone.weights, fresh.backbone.weights):
+        variable.assign(value)
+    expected = fresh.encode(TEXTS, precision="int8")
+    np.testing.assert_allclose(encoder.encode(TEXTS[:1], precision="int8"), expected[:1], atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(TEXTS, precision="int8"), expected, atol=1e-5)
+    assert min_cosine(before, expected) < 0.9  # the weights did change
+    assert encoder.engine.xnnpack.runner().version == version + 1  # converted once more
+
+
+def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch):
+    encoder = tiny_encoder()
+    reference = encoder.encode(TEXTS, precision="float32")
+
+    def wrong(self, token_ids, padding_mask):
+        return np.random.default_rng(0).normal(size=(len(token_ids), 8)).astype("float32")
+
+    monkeypatch.setattr(xnnpack.Runner, "__call__", wrong)
+    with pytest.warns(UserWarning, match="XNNPACK int8 graph .* diverges .* oneDNN int8 route"):
+        out = encoder.encode(TEXTS, precision="int8")
+    assert encoder.engine.route("int8") == encoder.engine.plan("int8") != ("xnnpack", "int8")
+    assert min_cosine(out, reference) > 0.99
+
+
+def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch):
+    def broken(function):
+        raise RuntimeError("converter failed on op Foo")
+
+    monkeypatch.setattr(xnnpack, "convert", broken)
+    encoder = tiny_encoder()
+    reference = encoder.encode(TEXTS, precision="float32")
+    with pytest.warns(UserWarning, match="could not convert .* converter failed on op Foo"):
+        out = encoder.encode(TEXTS, precision="int8")
+    assert encoder.engine.route("int8")[0] != "xnnpack"
+    assert min_cosine(out, reference) > 0.99
+
+
+@pytest.mark.parametrize("flags", [frozenset({"avx2", "fma"}), None])
+def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, flags):
+    if flags is None:
+        monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
+    else:
+        monkeypatch.setattr(xnnpack, "cpu_flags", lambda: flags)
+    encoder = tiny_encoder()
+    reference = encoder.encode(TEXTS, precision="float32")
+    out = encoder.encode(TEXTS, precision="int8")
+    assert encoder.engine.route("int8")[0] != "xnnpack"
+    assert encoder.engine.xnnpack._runner is None  # nothing converted
+    assert min_cosine(out, reference) > 0.99
+
+
+def test_keras_quantized_encoder_runs_xnnpack_by_default():
+    encoder = tiny_encoder()
+    encoder.quantize("int8")
+    keras_int8 = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS), verbose=0))
+    out = encoder.encode(TEXTS, normalize=False)
+    assert encoder.engine.route("auto") == ("xnnpack", "int8")
+    # The converter re-quantizes the dequantized Keras int8 kernels to the same
+    # per-channel int8 values; activations are quantized per row instead of per tensor.
+    assert min_cosine(out, keras_int8) > 0.99
+    np.testing.assert_allclose(encoder.predict(TEXTS), encoder.encode(TEXTS), atol=1e-6)
+
+
+def test_runner_serialises_calls_from_threads():
+    encoder = tiny_encoder()
+    encoder.encode(TEXTS, precision="int8")
+    run = encoder.engine.xnnpack.runner()
+    rng = np.random.default_rng(0)
+    batches = []
+    for rows, width in [(1, 3), (4, 7), (2, 12), (3, 5)] * 3:
+        ids = rng.integers(5, 30, (rows, width)).astype("int32")
+        batches.append((ids, np.ones_like(ids)))
+    expected = [run(*batch) for batch in batches]
+    results = [None] * len(batches)
+
+    def work(i):
+        results[i] = run(*batches[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(batches))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for got, want in zip(results, expected):
+        np.testing.assert_allclose(got, want, atol=1e-6)
