@@ -276,9 +276,7 @@ class InferenceEngine:
         """
         auto = precision in (None, "auto")
         precision = resolve_precision(precision)
-        if self._quantized is None:
-            self._quantized = fused.quantized_layers(self.encoder)  # `quantize` makes a new engine
-        if auto and self._quantized and int8.int8_matmul_available():
+        if auto and self.quantized() and int8.int8_matmul_available():
             precision = "int8"  # an encoder quantized by Keras runs its int8 weights
         if self.check(precision):
             return "fused", precision
@@ -286,6 +284,12 @@ class InferenceEngine:
             return "fused", "float32"
         # Keras has no int8 policy: a float encoder falls back to its float32 graph.
         return "keras", "float32" if auto or precision == "int8" else precision
+
+    def quantized(self):
+        """Whether Keras quantized the encoder (asked once: `quantize` makes a new engine)."""
+        if self._quantized is None:
+            self._quantized = bool(fused.quantized_layers(self.encoder))
+        return self._quantized
 
     def route(self, precision="auto"):
         """`(kind, precision)` of `encode`, `predict` and queries: `("xnnpack", "int8")` or `plan`'s.

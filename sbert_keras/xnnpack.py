@@ -76,8 +76,9 @@ def convert(function):
     return converter.convert()
 
 
-def make_interpreter(model, threads):
-    """A TFLite interpreter of `model` (bytes) with XNNPACK on `threads` threads."""
+def make_interpreter(model, threads=None):
+    """A TFLite interpreter of `model` (bytes) with XNNPACK on `threads` threads (default: this process's cores)."""
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
@@ -107,7 +108,6 @@ class Runner:
 
     def __init__(self, model, version, threads=None):
         self.version = version
-        threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
         self._interpreter = make_interpreter(model, threads)
         details = self._interpreter.get_input_details()
         self._mask = next(d["index"] for d in details if "padding_mask" in d["name"])
@@ -143,14 +143,11 @@ class Int8Route:
         self.engine = engine
         self.verdict = None  # None until checked; then whether it may be used
         self._runner = None  # the Runner of the current float32 weights
-        self._quantized = None  # whether Keras quantized the encoder, asked once
         self._tokenize = None  # (FusedWeights, concrete strings -> padded ids and mask) of `query`
 
     def requested(self, precision):
         """Whether `precision` means int8: `"int8"`, or `"auto"` for an encoder quantized by Keras."""
-        if precision in (None, "auto") and self._quantized is None:
-            self._quantized = bool(fused.quantized_layers(self.engine.encoder))
-        return precision == "int8" or (precision in (None, "auto") and self._quantized)
+        return precision == "int8" or (precision in (None, "auto") and self.engine.quantized())
 
     def accepted(self):
         """Whether int8 may run here: `available()`, a fused-graph model, and `check` on first use."""

@@ -158,7 +158,7 @@ def xnnpack_int8_gflops(m, k, n, repeats=10):
     rng = np.random.default_rng(0)
     kernel = tf.constant(rng.standard_normal((k, n)).astype("float32"))
     matmul = tf.function(lambda x: tf.matmul(x, kernel), input_signature=[tf.TensorSpec([m, k], tf.float32)])
-    interpreter = xnnpack.make_interpreter(xnnpack.convert(matmul), len(os.sched_getaffinity(0)))
+    interpreter = xnnpack.make_interpreter(xnnpack.convert(matmul))
     interpreter.allocate_tensors()
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], rng.standard_normal((m, k)).astype("float32"))
     times = []
