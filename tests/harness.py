@@ -20,6 +20,8 @@ run_precision_test(lambda: MaskedPooling("mean"), (x, mask))
 import contextlib
 import json
 import os
+import shutil
+import subprocess
 
 import keras
 import numpy as np
@@ -204,3 +206,45 @@ def run_precision_test(
                 grad = keras.ops.cast(grad, "float32")
                 assert np.all(np.isfinite(keras.ops.convert_to_numpy(grad))), f"{name}: {weight.path} gradient"
     return losses
+
+
+def run_on_small_disk(mountpoint, size, argv, env=None, timeout=600):
+    """Runs `argv` with a `size` tmpfs mounted at `mountpoint` (disk-full tests).
+
+    The mount lives in a private mount namespace (`unshare -m`), so it is
+    gone when the command ends and nothing else sees it. Needs root and
+    `unshare`; the caller skips otherwise (`small_disk_available`).
+
+    Args:
+        mountpoint: path. An existing, empty folder.
+        size: str. The tmpfs size, e.g. `"2M"`.
+        argv: list of str. The command to run on the small disk.
+        env: dict or None. The command's environment.
+        timeout: seconds.
+
+    Returns:
+        `subprocess.CompletedProcess` with text `stdout` and `stderr`.
+
+    Example:
+    ```python
+    if not small_disk_available():
+        pytest.skip("needs root and unshare for a private tmpfs")
+    done = run_on_small_disk(tmp_path / "disk", "1M", [sys.executable, "-c", code])
+    ```
+    """
+    script = 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"'
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", size, str(mountpoint), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def small_disk_available():
+    """Whether `run_on_small_disk` can mount a private tmpfs here (root with `unshare`)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    return probe.returncode == 0
