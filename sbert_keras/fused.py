@@ -22,8 +22,10 @@ layer it does not reproduce exactly (other classes, quantized layers, gated
 or windowed attention, activations it does not know).
 
 The fused and cast weights live in `FusedWeights`: TensorFlow variables,
-computed once and refreshed only when a cheap fingerprint of the source
-variables changes, so a single query pays no cast. Every matmul goes through
+computed once and refreshed exactly when the source variables are written
+(`sbert_keras.weight_writes` counts every write made through Keras; a
+sampled fingerprint also catches most writes that bypass Keras), so a
+single query pays no cast. Every matmul goes through
 one dispatch point, `dense(x, weights, activation)`, where other weight
 formats (int8) plug in.
 """
@@ -41,6 +43,7 @@ from keras_hub.models import RobertaBackbone
 from sbert_keras import int8
 from sbert_keras import int8_quantize
 from sbert_keras import onednn
+from sbert_keras import weight_writes
 from sbert_keras.backbone import BertLayoutBackbone
 from sbert_keras.kerashub_adapter import block_parts
 
@@ -277,29 +280,39 @@ class FusedWeights:
 
         self._refresh, self._fingerprint = refresh, fingerprint
         self._last = tf.Variable(fingerprint(), trainable=False)
+        self.watch = weight_writes.WriteWatch(sources)
         self.version = 0  # bumped by each refresh (graphs that cache weights re-trace)
 
     def values(self):
         """The variables as a `ModelWeights` (usable inside a `tf.function`)."""
         return tf.nest.pack_sequence_as(self._structure, self.module.flat)
 
+    def written(self):
+        """Whether the source weights were written through Keras since the last refresh (exact, no graph call)."""
+        return self.watch.written()
+
     def sync(self, force=False):
         """Re-computes the variables if the source weights changed; True if it did.
 
-        A fingerprint of sampled elements of every source variable is
-        compared with the one of the last refresh (one small graph call,
-        well under a millisecond on all-MiniLM-L6-v2).
+        Exact for writes made through Keras (`written`); a fingerprint of
+        sampled elements of every source variable, compared with the one of
+        the last refresh, also catches most writes that bypass Keras.
         """
+        state = self.watch.state()
         current = self._fingerprint()
-        if not force and np.array_equal(current.numpy(), self._last.numpy()):
+        if not force and not self.watch.written(state) and np.array_equal(current.numpy(), self._last.numpy()):
             return False
         self._refresh()
         self._last.assign(current)
+        self.watch.mark(state)
         self.version += 1
         return True
 
     def changed(self, others=()):
-        """A boolean tensor: whether the source weights changed since the last refresh.
+        """A boolean tensor: whether sampled source weights changed since the last refresh.
+
+        The in-graph second guard, for writes that bypass Keras; callers
+        check `written` (exact for Keras writes) before the graph call.
 
         For use inside a `tf.function` next to the forward pass: its few
         hundred small ops then run beside the forward pass instead of in a

@@ -202,7 +202,7 @@ class InferenceEngine:
         self._verdicts = {}  # precision -> whether the fused graph passed
         self._copies = {}  # precision -> a SentenceEncoder copy under a mixed policy
         self._stale = set()  # precisions whose cast weights must be re-computed
-        self._string_functions = {}  # (runner, *weights) -> concrete strings_function(...)
+        self._string_functions = {}  # (runner, sequence length, *weights) -> concrete strings_function(...)
         self._quantized = None  # fused.quantized_layers(encoder), asked once
         self.xnnpack = xnnpack.Int8Route(self)  # int8 through TFLite's XNNPACK, checked on first use
         self.small_query = small_query.SmallQuery(self)  # one short text: XLA float32
@@ -315,9 +315,12 @@ class InferenceEngine:
         return graph_query(self, texts, kind, precision)
 
     def current_weights(self, precision):
-        """The `FusedWeights` of `precision` (made by its self-check), re-cast if marked stale."""
+        """The `FusedWeights` of `precision` (made by its self-check), re-cast if marked stale or written.
+
+        The exact check of Keras writes only (`FusedWeights.written`, no graph call); the caller's graph
+        call runs the sampled fingerprint (`FusedWeights.changed`) beside its forward pass."""
         weights = self._weights[precision]
-        if precision in self._stale:
+        if precision in self._stale or weights.written():
             weights.sync(force=True)
             self._stale.discard(precision)
         return weights
@@ -338,7 +341,7 @@ def graph_query(engine, texts, kind, precision, retry=True):
             run = engine.small_query.wrap(run)
     else:
         run = engine.keras_function(precision)
-    key = (run, *synced)
+    key = (run, engine.encoder.preprocessor.sequence_length, *synced)  # tokenising bakes in the length
     if key not in engine._string_functions:
         changed = (lambda: synced[0].changed(others=synced[1:])) if synced else None
         embed = batching.strings_function(engine.encoder.preprocessor, run, changed)

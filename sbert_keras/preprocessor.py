@@ -137,6 +137,7 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
     def sequence_length(self, value):
         check_sequence_length(value)
         keras_hub.models.TextEmbedderPreprocessor.sequence_length.fset(self, int(value))
+        self._tokenize_fn = None  # traced with the old length; callers key their own traces by it
 
     def format_features(self, token_ids):
         """Padded token ids -> the model-input dict (mask = not padding)."""

@@ -143,7 +143,7 @@ class Int8Route:
         self.engine = engine
         self.verdict = None  # None until checked; then whether it may be used
         self._runner = None  # the Runner of the current float32 weights
-        self._tokenize = None  # (FusedWeights, concrete strings -> padded ids and mask) of `query`
+        self._tokenize = None  # ((FusedWeights, sequence length), concrete strings -> padded ids and mask) of `query`
 
     def requested(self, precision):
         """Whether `precision` means int8: `"int8"`, or `"auto"` for an encoder quantized by Keras."""
@@ -198,10 +198,12 @@ class Int8Route:
         model converted again and the call repeated (once: `retry`).
         """
         weights = self.engine.current_weights("float32")  # made by `check`
-        if self._tokenize is None or self._tokenize[0] is not weights:
+        preprocessor = self.engine.encoder.preprocessor
+        key = (weights, preprocessor.sequence_length)  # tokenising bakes in the length
+        if self._tokenize is None or self._tokenize[0] != key:
             stack = lambda token_ids, mask: tf.stack([token_ids, mask])  # noqa: E731
-            padded = batching.strings_function(self.engine.encoder.preprocessor, stack, weights.changed)
-            self._tokenize = (weights, padded.get_concrete_function())
+            padded = batching.strings_function(preprocessor, stack, weights.changed)
+            self._tokenize = (key, padded.get_concrete_function())
         padded, num_truncated, changed = self._tokenize[1](tf.constant(texts))
         if bool(changed) and retry:
             weights.sync(force=True)
