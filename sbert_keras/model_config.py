@@ -113,10 +113,8 @@ def backbone_arguments(config, source, position_offset, shapes=None, weights_sou
     arguments = {name: config.get(field) for name, field in HF_FIELDS.items()}
     arguments["layer_norm_epsilon"] = config.get("layer_norm_eps", 1e-12)
     arguments["dropout"] = config.get("hidden_dropout_prob", 0.1)
-    check_backbone_arguments(arguments, source, HF_FIELDS, shapes, weights_source)
+    check_backbone_arguments(arguments, source, HF_FIELDS, shapes, weights_source, position_offset)
     arguments["max_sequence_length"] -= position_offset
-    if arguments["max_sequence_length"] < 1:
-        raise ValueError(f"{source}: max_position_embeddings must be more than {position_offset} for this model type.")
     return arguments
 
 
@@ -136,7 +134,9 @@ def _check_fraction(value, field, source, low, high, closed):
         raise ValueError(f"{source}: {field}={value!r} must be a finite number in {interval}.")
 
 
-def check_backbone_arguments(arguments, source, fields=None, shapes=None, weights_source="the weights"):
+def check_backbone_arguments(
+    arguments, source, fields=None, shapes=None, weights_source="the weights", position_offset=0
+):
     """Refuses backbone arguments that are absurd or disagree with the weights.
 
     The one check of a backbone configuration, run by every loader before
@@ -153,6 +153,8 @@ def check_backbone_arguments(arguments, source, fields=None, shapes=None, weight
         shapes: dict or None. `{tensor: shape}` of the Hugging Face weights
             (`weight_shapes`); `None` when no weights are loaded.
         weights_source: str. The weights file, named in errors.
+        position_offset: int. Position rows reserved before the first real
+            position (RoBERTa: 2); `max_sequence_length` must exceed it.
 
     Raises:
         ValueError: a size that is not a whole number or is out of range,
@@ -169,6 +171,9 @@ def check_backbone_arguments(arguments, source, fields=None, shapes=None, weight
         _check_fraction(arguments["layer_norm_epsilon"], name_of["layer_norm_epsilon"], source, 0, 1, closed=False)
     if arguments.get("dropout") is not None:
         _check_fraction(arguments["dropout"], name_of["dropout"], source, 0, 1, closed=True)
+    if arguments.get("max_sequence_length", position_offset + 1) <= position_offset:
+        field = name_of["max_sequence_length"]
+        raise ValueError(f"{source}: {field} must be more than {position_offset} for this model type.")
     hidden, heads = arguments.get("hidden_dim"), arguments.get("num_heads")
     if hidden is not None and heads is not None and hidden % heads:
         raise ValueError(
