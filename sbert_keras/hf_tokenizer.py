@@ -59,6 +59,7 @@ class LowercasingBertTokenizer(keras_hub.models.BertTokenizer):
 
 def _field(value, path, field, kinds, expected):
     """`value`, refused unless it is one of `kinds` (bool is not an int)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise ValueError(f"{path}: `{field}` must be {expected}; found {value!r}.")
     return value
