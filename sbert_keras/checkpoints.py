@@ -74,6 +74,7 @@ from sbert_keras.keras_files import load_keras_file  # noqa: F401 (public here t
 from sbert_keras.kerashub_adapter import block_parts
 from sbert_keras.kerashub_adapter import load_saved_task
 from sbert_keras.model_config import backbone_arguments
+from sbert_keras.model_config import check_preset_folder
 from sbert_keras.model_config import check_vocabulary_fits
 from sbert_keras.model_config import safetensors_path
 from sbert_keras.model_config import strip_prefix
@@ -315,6 +316,7 @@ def load_preset(
         return load_keras_encoder(preset, sequence_length)[0]
     overrides = {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
     if os.path.isdir(preset) and not is_transformers_folder(preset):
+        check_preset_folder(preset)
         encoder = load_saved_task(cls, preset, load_weights, dtype=policy, **overrides, **kwargs)
         if encoder is not None:  # a folder written by `encoder.save_to_preset`
             if sequence_length is not None:

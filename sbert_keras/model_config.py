@@ -26,6 +26,7 @@ from safetensors import SafetensorError
 from safetensors import safe_open
 
 from sbert_keras.model_files import model_file
+from sbert_keras.model_files import read_json
 
 # Hugging Face `config.json` field of each backbone argument.
 HF_FIELDS = {
@@ -51,6 +52,8 @@ SIZE_LIMITS = {
 # 2e10 float32 parameters are 80 GB: more than one accelerator holds.
 MAX_PARAMETERS = 2 * 10**10
 KEY_PREFIXES = ("bert.", "roberta.", "model.")
+# The JSON files KerasHub reads from a preset folder.
+PRESET_FILES = ("config.json", "task.json", "preprocessor.json", "tokenizer.json", "metadata.json")
 
 
 def strip_prefix(key):
@@ -248,6 +251,30 @@ def check_weight_shapes(arguments, shapes, source, name_of, weights_source):
             f"{weights_source} holds {len(layers)} transformer layers; {source} says "
             f"{name_of['num_layers']}={arguments['num_layers']}."
         )
+
+
+def check_preset_folder(folder):
+    """Checks a local KerasHub preset folder before KerasHub reads it.
+
+    Its JSON files go through `model_files.read_json` (regular files of
+    bounded size inside the folder), and the backbone arguments in
+    `config.json` and `task.json` through `check_backbone_arguments`.
+
+    Args:
+        folder: str. A KerasHub preset folder (for example one written by
+            `SentenceEncoder.save_to_preset`).
+
+    Raises:
+        ValueError: an unsafe or malformed JSON file, or backbone sizes
+            that `check_backbone_arguments` refuses; the file is named.
+    """
+    found = {name: read_json(folder, name) for name in PRESET_FILES}
+    backbone = (found["task.json"] or {}).get("config", {})
+    backbone = backbone.get("backbone") if isinstance(backbone, dict) else None
+    for name, layer in (("config.json", found["config.json"]), ("task.json", backbone)):
+        arguments = layer.get("config") if isinstance(layer, dict) else None
+        if isinstance(arguments, dict):
+            check_backbone_arguments(arguments, os.path.join(folder, name))
 
 
 def check_vocabulary_fits(tokenizer_size, table_rows, tokenizer_source, table_source):

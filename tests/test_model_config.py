@@ -5,7 +5,9 @@ import json
 import pytest
 
 from conftest import minilm_path
+from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
+from sbert_keras.backbone import BertLayoutBackbone
 from test_checkpoints import copy_folder
 from test_model_files import edit_json
 from test_model_files import tiny_roberta
@@ -102,4 +104,44 @@ def test_a_float_token_id_is_refused(tmp_path):
     tokenizer["model"]["vocab"]["extra"] = 30522.0
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
     with pytest.raises(ValueError, match=r"tokenizer\.json: `model\.vocab\['extra'\]` must be an integer id"):
+        SentenceEncoder.from_preset(folder)
+
+
+def test_the_backbone_itself_refuses_absurd_sizes():
+    # The same check guards a `.keras` file and any direct construction.
+    sizes = dict(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    with pytest.raises(ValueError, match=r"BertLayoutBackbone: num_heads=0 is outside"):
+        BertLayoutBackbone(**{**sizes, "num_heads": 0})
+    with pytest.raises(ValueError, match=r"BertLayoutBackbone: layer_norm_epsilon=-1\.0 must be a finite number"):
+        BertLayoutBackbone(**sizes, layer_norm_epsilon=-1.0)
+    assert BertLayoutBackbone(**sizes).num_heads == 2
+
+
+def saved_preset(tmp_path):
+    folder = tmp_path / "preset"
+    tiny_encoder().save_to_preset(folder)
+    return folder
+
+
+def test_a_saved_preset_is_checked_before_building(tmp_path):
+    folder = saved_preset(tmp_path)
+    task = json.loads((folder / "task.json").read_text())
+    task["config"]["backbone"]["config"]["num_heads"] = 3
+    (folder / "task.json").write_text(json.dumps(task))
+    # Without weights it used to build another architecture (3 heads of 2 dimensions).
+    with pytest.raises(ValueError, match=r"task\.json: hidden_dim=8 is not a multiple of num_heads=3"):
+        SentenceEncoder.from_preset(folder, load_weights=False)
+
+
+def test_a_kerashub_backbone_preset_is_checked_before_building(tmp_path):
+    folder = saved_preset(tmp_path)
+    (folder / "task.json").unlink()  # a backbone-only preset: KerasHub's own loaders read it
+    config = json.loads((folder / "config.json").read_text())
+    config["config"]["layer_norm_epsilon"] = -1
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"config\.json: layer_norm_epsilon=-1 must be a finite number"):
+        SentenceEncoder.from_preset(folder)
+    (folder / "config.json").unlink()
+    (folder / "config.json").symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match=r"config\.json.*resolves to /dev/zero"):
         SentenceEncoder.from_preset(folder)
