@@ -139,6 +139,14 @@ def _checked_arguments(folder, config, load_weights):
     return backbone_arguments(config, source, offset, shapes, weights), offset, activation
 
 
+def _vocabulary_source(folder, model_type):
+    """The file the tokenizer's vocabulary came from (as `hf_tokenizer` picks it)."""
+    own = ("vocab.txt",) if model_type in BERT_TYPES else ("vocab.json", "merges.txt")
+    if all(os.path.isfile(os.path.join(folder, name)) for name in own):
+        return os.path.join(folder, own[0])
+    return os.path.join(folder, "tokenizer.json")
+
+
 def _build_backbone(model_type, arguments, activation, dtype=None):
     kwargs = dict(arguments)
     epsilon = kwargs.pop("layer_norm_epsilon")
@@ -233,11 +241,12 @@ def load_transformers_folder(folder, dtype=None, load_weights=True):
     else:
         tokenizer = roberta_tokenizer(folder)
     arguments, offset, activation = _checked_arguments(folder, config, load_weights)
-    vocabulary = ("vocab.txt",) if model_type in BERT_TYPES else ("vocab.json",)
-    vocabulary = [name for name in vocabulary + ("tokenizer.json",) if os.path.isfile(os.path.join(folder, name))]
     table = "model.safetensors: embeddings.word_embeddings.weight" if load_weights else "config.json: vocab_size"
     check_vocabulary_fits(
-        tokenizer.vocabulary_size(), arguments["vocabulary_size"], os.path.join(folder, vocabulary[0]), table
+        tokenizer.vocabulary_size(),
+        arguments["vocabulary_size"],
+        _vocabulary_source(folder, model_type),
+        os.path.join(folder, table),
     )
     backbone = _build_backbone(model_type, arguments, activation, dtype=dtype)
     projections = load_dense_modules(folder, backbone.hidden_dim)

@@ -68,14 +68,14 @@ def model_path(folder, *parts, source=None):
     """
     folder = os.fspath(folder)
     relative = os.path.join(*parts) if parts else ""
-    where = f"{source}: " if source else ""
+    where = source or "path"
     if os.path.isabs(relative):
-        raise ValueError(f"{where}path {relative!r} must be relative to the model folder {folder}.")
+        raise ValueError(f"{where} {relative!r} must be relative to the model folder {folder}.")
     path = os.path.join(folder, relative)
     real = os.path.realpath(path)
     if not any(_is_within(real, root) for root in _allowed_roots(folder)):
         raise ValueError(
-            f"{where}path {relative!r} leads outside the model folder {folder} (it resolves to {real}); "
+            f"{where} {relative!r} leads outside the model folder {folder} (it resolves to {real}); "
             "every file of a model must lie inside its folder."
         )
     return path

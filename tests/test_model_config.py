@@ -84,8 +84,8 @@ def test_a_vocabulary_larger_than_the_embedding_table_is_refused(tmp_path):
         SentenceEncoder.from_preset(folder)
     message = str(e.value)
     assert "vocab.json) has 2,001 tokens" in message
-    assert "(model.safetensors: embeddings.word_embeddings.weight) has 2,000 rows" in message
-    with pytest.raises(ValueError, match=r"has 2,001 tokens.*\(config\.json: vocab_size\) has 2,000 rows"):
+    assert f"({folder / 'model.safetensors'}: embeddings.word_embeddings.weight) has 2,000 rows" in message
+    with pytest.raises(ValueError, match=r"has 2,001 tokens.*config\.json: vocab_size\) has 2,000 rows"):
         SentenceEncoder.from_preset(folder, load_weights=False)
 
 
