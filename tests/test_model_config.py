@@ -101,9 +101,9 @@ def test_a_float_token_id_is_refused(tmp_path):
     # 30522.0 == 30522 in Python: it used to pass as one more id, past the table.
     folder = copy_folder(minilm_path(), tmp_path / "minilm", drop=("vocab.txt",))
     tokenizer = json.loads((folder / "tokenizer.json").read_text())
-    tokenizer["model"]["vocab"]["extra"] = 30522.0
+    tokenizer["model"]["vocab"]["[NEW]"] = 30522.0
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
-    with pytest.raises(ValueError, match=r"tokenizer\.json: `model\.vocab\['extra'\]` must be an integer id"):
+    with pytest.raises(ValueError, match=r"tokenizer\.json: `model\.vocab\['\[NEW\]'\]` must be an integer id"):
         SentenceEncoder.from_preset(folder)
 
 
