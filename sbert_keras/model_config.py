@@ -170,9 +170,9 @@ def check_backbone_arguments(
     for name in SIZE_LIMITS:
         if name in arguments:
             _check_size(arguments, name, name_of[name], source)
-    if arguments.get("layer_norm_epsilon") is not None:
+    if "layer_norm_epsilon" in arguments:
         _check_fraction(arguments["layer_norm_epsilon"], name_of["layer_norm_epsilon"], source, 0, 1, closed=False)
-    if arguments.get("dropout") is not None:
+    if "dropout" in arguments:
         _check_fraction(arguments["dropout"], name_of["dropout"], source, 0, 1, closed=True)
     if arguments.get("max_sequence_length", position_offset + 1) <= position_offset:
         field = name_of["max_sequence_length"]

@@ -22,6 +22,7 @@ ABSURD = [
     ({"layer_norm_eps": 0}, r"layer_norm_eps=0 must be a finite number"),
     ({"layer_norm_eps": float("nan")}, r"layer_norm_eps=nan must be a finite number"),
     ({"layer_norm_eps": float("inf")}, r"layer_norm_eps=inf must be a finite number"),
+    ({"layer_norm_eps": None}, r"layer_norm_eps=None must be a finite number"),
     ({"intermediate_size": 128.5}, r"intermediate_size=128\.5 must be a whole number"),
     ({"vocab_size": "2000"}, r"vocab_size='2000' must be a whole number"),
     ({"vocab_size": -1}, r"vocab_size=-1 is outside the accepted range"),
