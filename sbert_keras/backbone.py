@@ -16,6 +16,8 @@ import keras_hub
 from keras_hub.layers import TokenAndPositionEmbedding
 from keras_hub.layers import TransformerEncoder
 
+from sbert_keras.model_config import check_backbone_arguments
+
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
 class BertLayoutBackbone(keras_hub.models.Backbone):
@@ -60,6 +62,17 @@ class BertLayoutBackbone(keras_hub.models.Backbone):
         dtype=None,
         **kwargs,
     ):
+        sizes = dict(
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            max_sequence_length=max_sequence_length,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+        )
+        check_backbone_arguments(sizes, type(self).__name__)  # before a layer is built
         # === Layers ===
         initializer = keras.initializers.TruncatedNormal(stddev=0.02)
         self.embeddings = TokenAndPositionEmbedding(

@@ -73,11 +73,17 @@ from sbert_keras.keras_files import load_keras_encoder
 from sbert_keras.keras_files import load_keras_file  # noqa: F401 (public here too)
 from sbert_keras.kerashub_adapter import block_parts
 from sbert_keras.kerashub_adapter import load_saved_task
+from sbert_keras.model_config import backbone_arguments
+from sbert_keras.model_config import check_preset_folder
+from sbert_keras.model_config import check_vocabulary_fits
+from sbert_keras.model_config import safetensors_path
+from sbert_keras.model_config import strip_prefix
+from sbert_keras.model_config import weight_shapes
+from sbert_keras.model_files import read_json as _read_json
 from sbert_keras.precision import policy_for
 from sbert_keras.preprocessor import SentenceEncoderPreprocessor
 from sbert_keras.preprocessor import check_sequence_length
 from sbert_keras.st_modules import load_dense_modules
-from sbert_keras.st_modules import read_json as _read_json
 from sbert_keras.st_modules import read_prompts
 from sbert_keras.st_modules import read_sentence_transformers_settings  # noqa: F401 (public here too)
 from sbert_keras.st_modules import text_preprocessing
@@ -87,7 +93,6 @@ ROBERTA_TYPES = ("roberta",)
 SENTENCEPIECE_TYPES = ("xlm-roberta", "camembert")
 # Position rows that RoBERTa reserves before the first real position.
 ROBERTA_POSITION_OFFSET = 2
-KEY_PREFIXES = ("bert.", "roberta.", "model.")
 
 
 def is_transformers_folder(path):
@@ -100,26 +105,12 @@ def is_transformers_folder(path):
 
 def load_safetensors(folder):
     """All tensors of `model.safetensors`, keys stripped of a model prefix."""
-    path = os.path.join(folder, "model.safetensors")
-    if not os.path.isfile(path):
-        if os.path.isfile(os.path.join(folder, "pytorch_model.bin")):
-            raise ValueError(
-                f"{folder} holds only `pytorch_model.bin`; save it as "
-                "`model.safetensors` (sentence-transformers does this by default)."
-            )
-        raise FileNotFoundError(f"No `model.safetensors` in {folder}.")
-    tensors = {}
-    for key, value in load_file(path).items():
-        for prefix in KEY_PREFIXES:
-            if key.startswith(prefix):
-                key = key[len(prefix) :]
-                break
-        tensors[key] = value
-    return tensors
+    return {strip_prefix(key): value for key, value in load_file(safetensors_path(folder)).items()}
 
 
 def _check_not_sentencepiece(folder, model_type):
-    tokenizer = (_read_json(folder, "tokenizer.json") or {}).get("model") or {}
+    tokenizer = (_read_json(folder, "tokenizer.json") or {}).get("model")
+    tokenizer = tokenizer if isinstance(tokenizer, dict) else {}  # its reader names a malformed one
     if (
         model_type in SENTENCEPIECE_TYPES
         or tokenizer.get("type") == "Unigram"
@@ -132,30 +123,37 @@ def _check_not_sentencepiece(folder, model_type):
         )
 
 
-def _backbone_from_config(config, dtype=None):
-    model_type = config["model_type"]
-    offset = ROBERTA_POSITION_OFFSET if model_type in ROBERTA_TYPES else 0
+def _checked_arguments(folder, config, load_weights):
+    """The backbone's arguments, its position offset and activation, all checked.
+
+    With `load_weights`, the sizes are compared with the shapes in the
+    `model.safetensors` header (no tensor is read yet).
+    """
+    source = os.path.join(folder, "config.json")
+    offset = ROBERTA_POSITION_OFFSET if config["model_type"] in ROBERTA_TYPES else 0
     activation = config.get("hidden_act", "gelu")
     if activation not in ("gelu", "relu"):
-        raise ValueError(f"hidden_act={activation!r} is not supported.")
-    epsilon = config.get("layer_norm_eps", 1e-12)
-    kwargs = dict(
-        vocabulary_size=config["vocab_size"],
-        num_layers=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"],
-        hidden_dim=config["hidden_size"],
-        intermediate_dim=config["intermediate_size"],
-        dropout=config.get("hidden_dropout_prob", 0.1),
-        max_sequence_length=config["max_position_embeddings"] - offset,
-        dtype=dtype,
-    )
+        raise ValueError(f"{source}: hidden_act={activation!r} is not supported.")
+    weights = safetensors_path(folder) if load_weights else None
+    shapes = weight_shapes(weights) if load_weights else None
+    return backbone_arguments(config, source, offset, shapes, weights), offset, activation
+
+
+def _vocabulary_source(folder, model_type):
+    """The file the tokenizer's vocabulary came from (as `hf_tokenizer` picks it)."""
+    own = ("vocab.txt",) if model_type in BERT_TYPES else ("vocab.json", "merges.txt")
+    if all(os.path.isfile(os.path.join(folder, name)) for name in own):
+        return os.path.join(folder, own[0])
+    return os.path.join(folder, "tokenizer.json")
+
+
+def _build_backbone(model_type, arguments, activation, dtype=None):
+    kwargs = dict(arguments)
+    epsilon = kwargs.pop("layer_norm_epsilon")
     if model_type in ROBERTA_TYPES and activation == "gelu" and epsilon == 1e-5:
         # KerasHub's own RobertaBackbone is exact for this configuration.
-        return keras_hub.models.RobertaBackbone(**kwargs), offset
-    return (
-        BertLayoutBackbone(activation=activation, layer_norm_epsilon=epsilon, **kwargs),
-        offset,
-    )
+        return keras_hub.models.RobertaBackbone(**kwargs, dtype=dtype)
+    return BertLayoutBackbone(activation=activation, layer_norm_epsilon=epsilon, dtype=dtype, **kwargs)
 
 
 def port_weights(backbone, tensors, position_offset, source="model.safetensors"):
@@ -197,8 +195,10 @@ def port_weights(backbone, tensors, position_offset, source="model.safetensors")
 def load_transformers_folder(folder, dtype=None, load_weights=True):
     """Build a backbone + tokenizer from a local HF / sentence-transformers folder.
 
-    The tokenizer and `modules.json` are checked before the weights are read,
-    so an unsupported folder fails fast.
+    `config.json` (against the `model.safetensors` header, see
+    `model_config.check_backbone_arguments`), the tokenizer (its vocabulary
+    must fit the embedding table) and `modules.json` are checked before
+    anything is built or the weights are read, so a bad folder fails fast.
 
     Args:
         folder: str. A folder with `config.json` (`model_type` BERT or
@@ -240,7 +240,15 @@ def load_transformers_folder(folder, dtype=None, load_weights=True):
         )
     else:
         tokenizer = roberta_tokenizer(folder)
-    backbone, offset = _backbone_from_config(config, dtype=dtype)
+    arguments, offset, activation = _checked_arguments(folder, config, load_weights)
+    table = "model.safetensors: embeddings.word_embeddings.weight" if load_weights else "config.json: vocab_size"
+    check_vocabulary_fits(
+        tokenizer.vocabulary_size(),
+        arguments["vocabulary_size"],
+        _vocabulary_source(folder, model_type),
+        os.path.join(folder, table),
+    )
+    backbone = _build_backbone(model_type, arguments, activation, dtype=dtype)
     projections = load_dense_modules(folder, backbone.hidden_dim)
     if load_weights:
         port_weights(backbone, load_safetensors(folder), offset, source=os.path.join(folder, "model.safetensors"))
@@ -317,6 +325,7 @@ def load_preset(
         return load_keras_encoder(preset, sequence_length)[0]
     overrides = {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
     if os.path.isdir(preset) and not is_transformers_folder(preset):
+        check_preset_folder(preset)
         encoder = load_saved_task(cls, preset, load_weights, dtype=policy, **overrides, **kwargs)
         if encoder is not None:  # a folder written by `encoder.save_to_preset`
             if sequence_length is not None:

@@ -21,7 +21,9 @@ import keras
 import keras_hub
 import tensorflow as tf
 
-from sbert_keras.st_modules import read_json as _read_json
+from sbert_keras.model_files import VOCABULARY_LIMIT
+from sbert_keras.model_files import model_file
+from sbert_keras.model_files import read_json as _read_json
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
@@ -55,34 +57,64 @@ class LowercasingBertTokenizer(keras_hub.models.BertTokenizer):
         return config
 
 
+def _field(value, path, field, kinds, expected):
+    """`value`, refused unless it is one of `kinds` (bool is not an int)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ValueError(f"{path}: `{field}` must be {expected}; found {value!r}.")
+    return value
+
+
 def _tokenizer_model(folder, kind):
     """`tokenizer.json`'s `model` section, checked to be of type `kind`."""
     path = os.path.join(folder, "tokenizer.json")
     model = (_read_json(folder, "tokenizer.json") or {}).get("model")
     if model is None:
         return None
-    if model.get("type") != kind or not isinstance(model.get("vocab"), dict):
-        raise ValueError(
-            f"{path}: expected a {kind} tokenizer with a vocabulary; found model type {model.get('type')!r}."
-        )
+    _field(model, path, "model", dict, f'an object (e.g. {{"type": "{kind}", "vocab": {{...}}}})')
+    if model.get("type") != kind:
+        raise ValueError(f"{path}: expected a {kind} tokenizer; found model type {model.get('type')!r}.")
+    _field(model.get("vocab"), path, "model.vocab", dict, "an object mapping tokens to ids")
     return model
 
 
-def _vocabulary_list(vocab, path):
-    """A `{token: id}` dict as the list KerasHub takes (ids must be 0..n-1)."""
+def _vocabulary_list(vocab, path, field="model.vocab"):
+    """A `{token: id}` dict as the token list KerasHub takes.
+
+    Ids must be the integers 0..n-1, so that the vocabulary size a tokenizer
+    reports is also one more than its largest id.
+    """
+    for token, index in vocab.items():
+        _field(index, path, f"{field}[{token!r}]" if field else f"the id of {token!r}", int, "an integer id")
     tokens = sorted(vocab, key=vocab.get)
     if [vocab[t] for t in tokens] != list(range(len(tokens))):
-        raise ValueError(f"{path}: vocabulary ids are not 0..{len(tokens) - 1} without gaps.")
+        raise ValueError(f"{path}: the ids of `{field or 'the vocabulary'}` are not 0..{len(tokens) - 1} without gaps.")
     return tokens
 
 
 def _bert_normalizer(folder):
     """The `BertNormalizer` of `tokenizer.json` (also inside a `Sequence`)."""
+    path = os.path.join(folder, "tokenizer.json")
     normalizer = (_read_json(folder, "tokenizer.json") or {}).get("normalizer") or {}
-    for item in [normalizer] + list(normalizer.get("normalizers") or []):
+    _field(normalizer, path, "normalizer", dict, "an object or null")
+    items = _field(normalizer.get("normalizers") or [], path, "normalizer.normalizers", list, "a list")
+    for i, item in enumerate([normalizer] + items):
+        _field(item, path, f"normalizer.normalizers[{i - 1}]" if i else "normalizer", dict, "an object")
         if item.get("type") == "BertNormalizer":
+            for key in ("lowercase", "strip_accents"):
+                _field(item.get(key), path, f"normalizer.{key}", (bool, type(None)), "true, false or null")
             return item
     return {}
+
+
+def _merges(model, path):
+    """BPE merges as "a b" strings (older files) or `[a, b]` pairs (newer)."""
+    merges = _field(model.get("merges", []), path, "model.merges", list, "a list")
+    for i, merge in enumerate(merges):
+        pair = isinstance(merge, list) and len(merge) == 2 and all(isinstance(m, str) for m in merge)
+        if not (isinstance(merge, str) or pair):
+            raise ValueError(f'{path}: `model.merges[{i}]` must be "a b" or ["a", "b"]; found {merge!r}.')
+    return [m if isinstance(m, str) else " ".join(m) for m in merges]
 
 
 def bert_tokenizer(folder, lowercase=None):
@@ -100,8 +132,8 @@ def bert_tokenizer(folder, lowercase=None):
     Returns:
         a `LowercasingBertTokenizer`.
     """
-    vocab_path = os.path.join(folder, "vocab.txt")
-    if os.path.isfile(vocab_path):
+    vocab_path = model_file(folder, "vocab.txt", limit=VOCABULARY_LIMIT)
+    if vocab_path is not None:
         vocabulary = vocab_path
     else:
         model = _tokenizer_model(folder, "WordPiece")
@@ -109,6 +141,9 @@ def bert_tokenizer(folder, lowercase=None):
             raise FileNotFoundError(f"{folder} has neither `vocab.txt` nor `tokenizer.json`.")
         vocabulary = _vocabulary_list(model["vocab"], os.path.join(folder, "tokenizer.json"))
     tok_config = _read_json(folder, "tokenizer_config.json") or {}
+    config_path = os.path.join(folder, "tokenizer_config.json")
+    for key in ("do_lower_case", "strip_accents"):
+        _field(tok_config.get(key), config_path, key, (bool, type(None)), "true, false or null")
     normalizer = _bert_normalizer(folder)
     tokenizer_lowercases = tok_config.get("do_lower_case", normalizer.get("lowercase", True))
     strip_accents = tok_config.get("strip_accents")
@@ -133,13 +168,15 @@ def roberta_tokenizer(folder):
     Returns:
         a `keras_hub.models.RobertaTokenizer`.
     """
-    vocab_path = os.path.join(folder, "vocab.json")
-    merges_path = os.path.join(folder, "merges.txt")
-    if os.path.isfile(vocab_path) and os.path.isfile(merges_path):
-        return keras_hub.models.RobertaTokenizer(vocabulary=vocab_path, merges=merges_path)
+    vocab_path = model_file(folder, "vocab.json", limit=VOCABULARY_LIMIT)
+    merges_path = model_file(folder, "merges.txt", limit=VOCABULARY_LIMIT)
+    if vocab_path is not None and merges_path is not None:
+        vocab = _read_json(folder, "vocab.json")
+        _vocabulary_list(vocab, vocab_path, field="")
+        return keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=merges_path)
     model = _tokenizer_model(folder, "BPE")
     if model is None:
         raise FileNotFoundError(f"{folder} has neither `vocab.json` + `merges.txt` nor `tokenizer.json`.")
-    # Older files store merges as "a b" strings, newer ones as [a, b] pairs.
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-    return keras_hub.models.RobertaTokenizer(vocabulary=dict(model["vocab"]), merges=merges)
+    path = os.path.join(folder, "tokenizer.json")
+    _vocabulary_list(model["vocab"], path)
+    return keras_hub.models.RobertaTokenizer(vocabulary=dict(model["vocab"]), merges=_merges(model, path))

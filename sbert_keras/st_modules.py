@@ -19,7 +19,6 @@ layers = load_dense_modules("path/to/st-folder", input_dim=384)
 ```
 """
 
-import json
 import os
 import warnings
 
@@ -27,6 +26,9 @@ import keras
 import numpy as np
 from safetensors.numpy import load_file
 
+from sbert_keras.model_files import model_file
+from sbert_keras.model_files import model_path
+from sbert_keras.model_files import read_json
 from sbert_keras.prompts import check_prompts
 
 SUPPORTED_MODULES = ("Transformer", "Pooling", "Dense", "Normalize")
@@ -41,22 +43,6 @@ ACTIVATIONS = {
 }
 
 
-def read_json(folder, *parts):
-    """The parsed JSON file `folder/parts...`, or `None` if it is absent.
-
-    Raises:
-        ValueError: invalid JSON; the message names the file and 1-based line.
-    """
-    path = os.path.join(folder, *parts)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}, line {e.lineno}: invalid JSON ({e.msg}).") from e
-
-
 def read_modules(folder):
     """The modules of `modules.json` as `[(kind, path), ...]`, checked.
 
@@ -65,18 +51,23 @@ def read_modules(folder):
     `modules.json` (a plain Hugging Face model) gives `[]`.
 
     Raises:
-        ValueError: a module type that sbert_keras does not implement, or
+        ValueError: a module type that sbert_keras does not implement,
             modules in an order other than Transformer, Pooling, Dense...,
-            Normalize. The message names the module, its path and the folder.
+            Normalize, or a module `path` that is not a relative path inside
+            the folder (`model_files.model_path`). The message names the
+            module, its path and the folder.
     """
-    modules = read_json(folder, "modules.json")
+    modules = read_json(folder, "modules.json", expect=list)
     if not modules:
         return []
     source = os.path.join(folder, "modules.json")
     found = []
     for i, module in enumerate(modules):
+        if not isinstance(module, dict) or not isinstance(module.get("path", ""), str):
+            raise ValueError(f"{source}: module {i + 1} must be an object with a string `path`; found {module!r}.")
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         path = module.get("path", "")
+        model_path(folder, path, source=f"{source}: module {i + 1} `path`")
         if kind not in SUPPORTED_MODULES:
             raise ValueError(
                 f"{source}: module {i + 1} is a {module.get('type')!r} (path "
@@ -97,10 +88,15 @@ def read_modules(folder):
     return found
 
 
-def _pooling_mode(folder, pooling_dir):
+def _pooling_mode(folder, pooling_dir, declared):
     path = os.path.join(folder, pooling_dir, "config.json")
     pooling = read_json(folder, pooling_dir, "config.json")
-    if not pooling:
+    if pooling is None and declared:
+        raise FileNotFoundError(
+            f"{os.path.join(folder, 'modules.json')} declares a Pooling module in {pooling_dir!r}, "
+            f"but {path} does not exist; without it the pooling mode (mean, cls, max) is unknown."
+        )
+    if pooling is None:
         return None
     if pooling.get("include_prompt") is False:
         warnings.warn(
@@ -135,13 +131,18 @@ def read_sentence_transformers_settings(folder):
     `config.json` (both the old `pooling_mode_*_tokens` flags and the newer
     `pooling_mode` key) and `sentence_bert_config.json`; falls back to
     `tokenizer_config.json`'s `model_max_length`. Missing files give `None`
-    for that setting.
+    for that setting, except the `config.json` of a Pooling module that
+    `modules.json` declares.
 
     Args:
         folder: str. A sentence-transformers (or Hugging Face) folder.
 
     Returns:
         dict with keys `pooling`, `normalize`, `max_seq_length`.
+
+    Raises:
+        FileNotFoundError: `modules.json` declares a Pooling module whose
+            folder has no `config.json`.
     """
     settings = {"pooling": None, "normalize": None, "max_seq_length": None}
     modules = read_modules(folder)
@@ -149,7 +150,7 @@ def read_sentence_transformers_settings(folder):
     if modules:
         settings["normalize"] = modules[-1][0] == "Normalize"
         pooling_dir = modules[1][1] or pooling_dir
-    settings["pooling"] = _pooling_mode(folder, pooling_dir)
+    settings["pooling"] = _pooling_mode(folder, pooling_dir, declared=bool(modules))
     st_config = read_json(folder, "sentence_bert_config.json") or {}
     max_len = st_config.get("max_seq_length")
     if max_len is None:
@@ -197,8 +198,8 @@ def read_prompts(folder):
 
 
 def _dense_weights(module_dir):
-    path = os.path.join(module_dir, "model.safetensors")
-    if not os.path.isfile(path):
+    path = model_file(module_dir, "model.safetensors")
+    if path is None:
         legacy = os.path.join(module_dir, "pytorch_model.bin")
         if os.path.isfile(legacy):
             raise ValueError(
@@ -280,7 +281,7 @@ def load_dense_modules(folder, input_dim):
     layers = []
     for kind, path in read_modules(folder):
         if kind == "Dense":
-            layer = load_dense_module(os.path.join(folder, path), input_dim, f"projection_{len(layers)}")
+            layer = load_dense_module(model_path(folder, path), input_dim, f"projection_{len(layers)}")
             input_dim = layer.units
             layers.append(layer)
     return layers

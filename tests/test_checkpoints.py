@@ -1,8 +1,10 @@
 """Checkpoint loading: settings parsing, and exact parity with sentence-transformers."""
 
 import json
+import os
 import pathlib
 import re
+import shutil
 import socket
 import time
 import warnings
@@ -153,9 +155,10 @@ def test_lowercasing_tokenizer_serializes():
 
 
 def copy_folder(source, target, drop=()):
-    """Copies an ST folder (the large weights file is linked, not copied)."""
-    import shutil
+    """Copies an ST folder (the large weights file is hard-linked when it can be).
 
+    A symbolic link would lead outside the folder, which the loaders refuse.
+    """
     target.mkdir(parents=True, exist_ok=True)
     for item in pathlib.Path(source).iterdir():
         if item.name in drop:
@@ -163,7 +166,10 @@ def copy_folder(source, target, drop=()):
         if item.is_dir():
             shutil.copytree(item, target / item.name)
         elif item.name == "model.safetensors":
-            (target / item.name).symlink_to(item)
+            try:
+                os.link(item, target / item.name)
+            except OSError:  # another file system
+                shutil.copy(item, target / item.name)
         else:
             shutil.copy(item, target / item.name)
     return target

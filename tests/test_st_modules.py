@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from conftest import read_json
+from sbert_keras import SentenceEncoder
 from sbert_keras.st_modules import load_dense_module
 from sbert_keras.st_modules import read_prompts
 from sbert_keras.st_modules import read_sentence_transformers_settings
 from sbert_keras.st_modules import text_preprocessing
+from test_model_files import tiny_roberta
 
 
 def write(folder, name, content):
@@ -126,3 +128,28 @@ def test_text_preprocessing_lowercase_and_prompts_read_not_warned(tmp_path):
         warnings.simplefilter("error")
         assert text_preprocessing(str(tmp_path))
     assert read_prompts(str(tmp_path)) == ({"query": "query: "}, "query")
+
+
+def test_a_declared_pooling_module_without_its_config_is_refused(tmp_path):
+    # It used to load as mean pooling; the module may be CLS or max pooling.
+    folder = tiny_roberta(tmp_path)
+    (folder / "1_Pooling" / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"modules\.json declares a Pooling module in '1_Pooling'") as e:
+        SentenceEncoder.from_preset(folder)
+    assert str(folder / "1_Pooling" / "config.json") in str(e.value)
+    # A plain Hugging Face folder (no modules.json) declares no pooling and still defaults to mean.
+    (folder / "modules.json").unlink()
+    assert read_sentence_transformers_settings(str(folder))["pooling"] is None
+
+
+@pytest.mark.parametrize("path", ["../2_Dense", "/tmp/2_Dense", 3])
+def test_module_paths_must_stay_inside_the_folder(tmp_path, path):
+    modules = [
+        {"path": "", "type": "sentence_transformers.models.Transformer"},
+        {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"path": path, "type": "sentence_transformers.models.Dense"},
+    ]
+    write(tmp_path / "model", "modules.json", modules)
+    write(tmp_path / "model", "1_Pooling/config.json", {"pooling_mode": "cls"})
+    with pytest.raises(ValueError, match=r"modules\.json: module 3"):
+        read_sentence_transformers_settings(str(tmp_path / "model"))
