@@ -1,6 +1,7 @@
 """Tests of `sbert_keras.index`: recall against exact search, save/load, ids, quantization, errors."""
 
 import argparse
+import json
 import os
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 faiss = pytest.importorskip("faiss")
 
 from sbert_keras import index as index_lib  # noqa: E402
+from sbert_keras import index_files  # noqa: E402
 from sbert_keras import outputs  # noqa: E402
 from sbert_keras.index import EmbeddingIndex  # noqa: E402
 from sbert_keras.search import semantic_search  # noqa: E402
@@ -157,8 +159,47 @@ def test_absent_incomplete_or_corrupt_index_dir(tmp_path, corpus):
         EmbeddingIndex.load(path)
     path = EmbeddingIndex.build(corpus[:100], kind="int8").save(str(tmp_path / "idx8"))
     np.save(os.path.join(path, "vectors.npy"), corpus[:10])
+    with pytest.raises(ValueError, match="corrupt: vectors.npy does not match the sha256"):
+        EmbeddingIndex.load(path)
+    config = json.loads(open(os.path.join(path, "config.json")).read())  # a checksum that agrees
+    config["sha256"]["vectors.npy"] = index_files.sha256_of(os.path.join(path, "vectors.npy"))
+    outputs.write_json(os.path.join(path, "config.json"), config)
     with pytest.raises(ValueError, match="inconsistent"):
         EmbeddingIndex.load(path)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "binary"])
+def test_index_file_overwritten_after_saving_is_refused_naming_it(tmp_path, corpus, queries, kind):
+    path = EmbeddingIndex.build(corpus[:500], kind=kind).save(str(tmp_path / "idx"))
+    file = os.path.join(path, "index.faiss")
+    size = os.path.getsize(file)
+    with open(file, "r+b") as f:  # the second half overwritten: floats of 3.4e38
+        f.seek(size // 2)
+        f.write(b"\x7f" * (size - size // 2))
+    with pytest.raises(ValueError, match=f"{path} is corrupt: index.faiss does not match the sha256"):
+        EmbeddingIndex.load(path)
+    config = json.loads(open(os.path.join(path, "config.json")).read())
+    del config["sha256"]
+    outputs.write_json(os.path.join(path, "config.json"), config)
+    with pytest.raises(ValueError, match="records no sha256 of index.faiss, ids.npy"):
+        EmbeddingIndex.load(path)
+
+
+def test_scores_outside_the_cosine_range_are_refused(tmp_path, corpus, queries):
+    # An index whose rows are not unit vectors (damaged before its checksum was taken).
+    raw = faiss.IndexFlatIP(DIM)
+    raw.add(corpus[:100] * 1e6)
+    params = {**index_lib.DEFAULTS, "dim": DIM, "rescore_multiplier": 4, "nlist": 1}
+    broken = EmbeddingIndex(raw, np.arange(100).astype(str), "flat", params)
+    with pytest.raises(ValueError, match="outside the cosine range"):
+        broken.search(queries, 5)
+    path = broken.save(str(tmp_path / "idx"))
+    with pytest.raises(ValueError, match=f"index path {path}: the index returned the score .* outside the cosine"):
+        EmbeddingIndex.load(path)
+    # A sound index: every score of every kind is a cosine.
+    for kind in index_lib.KINDS:
+        _, scores = EmbeddingIndex.build(corpus, kind=kind).search(queries, 10)
+        assert np.all(np.abs(scores) <= 1 + 1e-5)
 
 
 def test_save_refuses_to_replace_without_overwrite(tmp_path, corpus):
