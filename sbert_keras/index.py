@@ -301,11 +301,13 @@ class EmbeddingIndex:
 
 
 def read_parquet_embeddings(directory):
-    """`(ids, embeddings)` of an `embed-corpus` output folder: `sbert_keras.beam.read_embeddings`.
+    """`(ids, embeddings)` of an `embed-corpus` output folder: `sbert_keras.embedding_shards.read_embeddings`.
 
-    Raises `FileNotFoundError` (no folder) or `outputs.IncompleteOutputError` (unfinished run).
+    Raises `FileNotFoundError` (no folder), `outputs.IncompleteOutputError` (unfinished run), or
+    `ValueError` naming a missing shard (with the expected and found row counts) or a shard of
+    another dimension.
     """
-    from sbert_keras.beam import read_embeddings  # optional: needs the `beam` extra (apache-beam)
+    from sbert_keras.embedding_shards import read_embeddings  # optional: needs the `beam` extra (pyarrow)
 
     return read_embeddings(directory)
 

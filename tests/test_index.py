@@ -222,11 +222,13 @@ def write_shards(folder, ids, embeddings, shards=2):
     import pyarrow.parquet as pq
 
     folder.mkdir()
-    for s, part in enumerate(np.array_split(np.arange(len(ids)), shards)):
-        column = pa.FixedSizeListArray.from_arrays(pa.array(embeddings[part].ravel(), pa.float32()), DIM)
-        table = pa.table({"id": [ids[i] for i in part], "embedding": column})
-        pq.write_table(table, folder / f"part-{s:05d}-of-{shards:05d}.parquet")
-    outputs.write_json(str(folder / outputs.MARKER), {"complete": True, "dim": DIM})
+    names = [f"part-{s:05d}-of-{shards:05d}.parquet" for s in range(shards)]
+    for name, part in zip(names, np.array_split(np.arange(len(ids)), shards)):
+        dim = embeddings.shape[1]
+        column = pa.FixedSizeListArray.from_arrays(pa.array(embeddings[part].ravel(), pa.float32()), dim)
+        pq.write_table(pa.table({"id": [ids[i] for i in part], "embedding": column}), folder / name)
+    marker = {"complete": True, "dim": DIM, "texts": len(ids), "shards": names}
+    outputs.write_json(str(folder / outputs.MARKER), marker)
 
 
 def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
@@ -266,3 +268,41 @@ def test_cli_search_prints_hits_per_query(tmp_path, corpus):
     assert len(lines[0]["hits"]) == 2 and lines[0]["hits"][0]["score"] == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError, match="--top-k"):
         index_lib.run_search(parser.parse_args(argv[:-1] + ["0"]), lambda spec: (Encoder(), None))
+
+
+def test_missing_or_short_shard_is_an_error_naming_it_and_the_row_counts(tmp_path, corpus):
+    pq = pytest.importorskip("pyarrow.parquet")
+    write_shards(tmp_path / "emb", [f"line-{i}" for i in range(300)], corpus[:300])
+    second = tmp_path / "emb" / "part-00001-of-00002.parquet"
+    kept = pq.read_table(second)
+    os.remove(second)
+    expected = r"part-00001-of-00002\.parquet listed in complete\.json are missing; .* 300 rows, .* hold 150"
+    with pytest.raises(ValueError, match=expected):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    parser = argparse.ArgumentParser()
+    index_lib.add_arguments(parser)
+    args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb"), "--output", str(tmp_path / "out")])
+    with pytest.raises(ValueError, match=expected):
+        index_lib.run_build(args)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+    pq.write_table(kept.slice(0, 10), second)  # a shard with fewer rows than written
+    with pytest.raises(ValueError, match="records 300 rows, the listed shards hold 160"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    pq.write_table(kept, tmp_path / "emb" / "part-00002-of-00003.parquet")
+    with pytest.raises(ValueError, match=r"part-00002-of-00003\.parquet are not listed in complete\.json"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    outputs.write_json(str(tmp_path / "emb" / "complete.json"), {"complete": True, "dim": DIM})
+    with pytest.raises(ValueError, match="records no shard list, row count"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+
+
+def test_shard_of_another_dimension_names_the_file_and_both_dimensions(tmp_path, corpus):
+    write_shards(tmp_path / "emb", [f"line-{i}" for i in range(300)], corpus[:300])
+    write_shards(tmp_path / "other", [f"line-{i}" for i in range(300)], random_unit(300, dim=16))
+    os.replace(tmp_path / "other" / "part-00001-of-00002.parquet", tmp_path / "emb" / "part-00001-of-00002.parquet")
+    expected = r"shard \S*emb/part-00001-of-00002\.parquet holds embeddings of dimension 16 .* has dimension 32"
+    with pytest.raises(ValueError, match=expected):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    (tmp_path / "emb" / "part-00001-of-00002.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match=r"shard \S*part-00001-of-00002\.parquet is unreadable"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
