@@ -3,12 +3,17 @@
 import argparse
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 
 faiss = pytest.importorskip("faiss")
 
+from conftest import ROOT  # noqa: E402
+from harness import run_cli_on_small_disk  # noqa: E402
+from harness import small_disk_available  # noqa: E402
+from sbert_keras import disk_space  # noqa: E402
 from sbert_keras import index as index_lib  # noqa: E402
 from sbert_keras import index_files  # noqa: E402
 from sbert_keras import outputs  # noqa: E402
@@ -306,3 +311,27 @@ def test_shard_of_another_dimension_names_the_file_and_both_dimensions(tmp_path,
     (tmp_path / "emb" / "part-00001-of-00002.parquet").write_bytes(b"not parquet")
     with pytest.raises(ValueError, match=r"shard \S*part-00001-of-00002\.parquet is unreadable"):
         EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+
+
+def assert_one_line_disk_full(done, left, target):
+    """The command failed with one error line naming `target` and left nothing on the disk."""
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert re.fullmatch(rf"sbert-keras \S+: error: no space left on the device for {target}: .*", last), last
+    assert left == [], left
+
+
+@pytest.mark.parametrize("fill", [False, True], ids=["checked-first", "met-while-writing"])
+def test_disk_full_during_index_build_is_one_line_and_leaves_nothing(tmp_path, fill):
+    if not small_disk_available():
+        pytest.skip("needs root and unshare for a private tmpfs")
+    np.save(tmp_path / "e.npy", random_unit(4000))  # a flat index of 512 kB on a disk of 256 kB
+    (tmp_path / "disk").mkdir()
+    args = ["index", "build", "--embeddings", tmp_path / "e.npy", "--output", tmp_path / "disk" / "idx"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done, left = run_cli_on_small_disk(tmp_path / "disk", "256k", [*args, "--kind", "flat"], fill=fill, env=env)
+    assert_one_line_disk_full(done, left, re.escape(str(tmp_path / "disk" / "idx")))
+    if not fill:  # the size was known: refused before the build, saying how much it needs and has
+        needed = index_files.estimated_bytes("flat", 4000, DIM, 4 * len("4000"))  # 512 kB of vectors, ids
+        assert done.stderr.strip().endswith(f"it needs about {disk_space.format_bytes(needed)}, 262.1 kB free")
