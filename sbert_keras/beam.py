@@ -32,6 +32,7 @@ ids, vectors = beam.read_embeddings("corpus-emb")  # list of str, (n, 384) float
 ```
 """
 
+import logging
 import os
 import re
 import shutil
@@ -72,6 +73,7 @@ BEAM_BATCH_SIZE = 1024
 # A bad input line fails a worker; runners re-raise it as a RuntimeError whose
 # text holds the original "DataFormatError: <file>, line <n>: <reason>".
 BAD_LINE = re.compile(r"DataFormatError: (.+?)(?: \[while running .*)?$", re.MULTILINE)
+BEAM_STEP_LOGGER = "apache_beam.runners.common"  # logs a failing step's exception and traceback
 
 
 class SentenceEncoderModelHandler(ModelHandler):
@@ -172,8 +174,21 @@ def build_pipeline(pipeline, files, handler, output_prefix, dim, input_format="a
     )
 
 
+class _DropDiskFull(logging.Filter):
+    """Drops the log record (with its traceback) of a step that met a full disk."""
+
+    def filter(self, record):
+        return disk_space.NO_SPACE_TEXT not in record.getMessage()
+
+
 def run_pipeline(pipeline):
-    """Runs `pipeline` to the end; a bad input line becomes a `ValueError` naming file and line."""
+    """Runs `pipeline` to the end; a bad input line becomes a `ValueError` naming file and line.
+
+    Beam logs each failing step's exception with its traceback before re-raising it; for a
+    full disk, which `embed_corpus` reports as one line, that record is dropped.
+    """
+    step_logger, drop = logging.getLogger(BEAM_STEP_LOGGER), _DropDiskFull()
+    step_logger.addFilter(drop)
     try:
         return pipeline.run().wait_until_finish()
     except Exception as error:
@@ -181,6 +196,8 @@ def run_pipeline(pipeline):
         if bad_line:
             raise ValueError(bad_line.group(1)) from error
         raise
+    finally:
+        step_logger.removeFilter(drop)
 
 
 def embed_corpus(
