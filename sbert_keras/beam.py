@@ -13,9 +13,13 @@ loading per worker, batching, workers, sharding and writes are Beam's.
 
 Ids: a JSON line's `"id"` (string or integer, stored as a string); for plain
 text the 1-based line number (`"7"`), or `"<file name>:<line>"` when the
-input matches several files. Blank lines are skipped. Shard rows are not in
-input order. The output folder is built as `<output>.partial` and renamed
-into place after its `complete.json` marker (`sbert_keras.outputs`).
+input matches several files (`sbert_keras.corpus_input`). Before the
+pipeline, the input is read once: bad lines and duplicate ids are refused,
+and the free space for the shards is checked. Blank lines are skipped.
+Shard rows are not in input order. The output folder is built as
+`<output>.partial` and renamed into place after its `complete.json` marker
+(`sbert_keras.outputs`), which lists the shards and rows that
+`read_embeddings` (`sbert_keras.embedding_shards`) holds them to.
 
 Example:
 ```python
@@ -28,8 +32,7 @@ ids, vectors = beam.read_embeddings("corpus-emb")  # list of str, (n, 384) float
 ```
 """
 
-import fnmatch
-import json
+import logging
 import os
 import re
 import shutil
@@ -39,7 +42,6 @@ import apache_beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.ml.inference.base import PredictionResult
@@ -47,23 +49,31 @@ from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
 import sbert_keras
-from sbert_keras import data
+from sbert_keras import disk_space
 from sbert_keras import outputs
 from sbert_keras.checks import check_positive_int
+from sbert_keras.corpus_input import INPUT_FORMATS
+from sbert_keras.corpus_input import id_prefixes
+from sbert_keras.corpus_input import is_jsonl
+from sbert_keras.corpus_input import match_input
+from sbert_keras.corpus_input import read_records
+from sbert_keras.corpus_input import scan_input
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.defaults import PRECISIONS
+from sbert_keras.embedding_shards import SHARD_PREFIX
+from sbert_keras.embedding_shards import SHARD_SUFFIX
+from sbert_keras.embedding_shards import estimated_bytes
+from sbert_keras.embedding_shards import prepare_output
+from sbert_keras.embedding_shards import read_embeddings  # noqa: F401 (part of this module's API)
+from sbert_keras.embedding_shards import shard_files
 
 # Texts per Beam batch (`BatchElements`): `encode` sorts each batch by length
 # and cuts it into `batch_size` forward passes, so a large batch pads little.
 BEAM_BATCH_SIZE = 1024
-SHARD_PREFIX = "part"
-SHARD_SUFFIX = ".parquet"
-SHARD_PATTERN = f"{SHARD_PREFIX}-*-of-*{SHARD_SUFFIX}"
-JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-INPUT_FORMATS = ("auto", "text", "jsonl")
 # A bad input line fails a worker; runners re-raise it as a RuntimeError whose
 # text holds the original "DataFormatError: <file>, line <n>: <reason>".
 BAD_LINE = re.compile(r"DataFormatError: (.+?)(?: \[while running .*)?$", re.MULTILINE)
+BEAM_STEP_LOGGER = "apache_beam.runners.common"  # logs a failing step's exception and traceback
 
 
 class SentenceEncoderModelHandler(ModelHandler):
@@ -131,132 +141,6 @@ class SentenceEncoderModelHandler(ModelHandler):
         return "SentenceEncoder"
 
 
-# === Input ===
-
-
-def match_input(pattern):
-    """The files a path or glob matches; `FileNotFoundError` for none, `ValueError` if all are empty."""
-    pattern = os.fspath(pattern)
-    files = [m for result in FileSystems.match([pattern]) for m in result.metadata_list]
-    files = sorted((m for m in files if not (m.path.endswith("/") or os.path.isdir(m.path))), key=lambda m: m.path)
-    if not files:
-        raise FileNotFoundError(f"--input {pattern}: no file matches (give a file or a glob such as 'dir/*.txt').")
-    if all(m.size_in_bytes == 0 for m in files):
-        raise ValueError(f"--input {pattern}: empty input ({len(files)} empty file(s)); nothing to encode.")
-    return [m.path for m in files]
-
-
-def is_jsonl(path, input_format="auto"):
-    """Whether `path` is read as JSON lines (`auto`: by its ending)."""
-    if input_format not in INPUT_FORMATS:
-        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, received {input_format!r}.")
-    return input_format == "jsonl" or (input_format == "auto" and path.lower().endswith(JSONL_SUFFIXES))
-
-
-def parse_jsonl_line(path, line_number, line):
-    """`(id, text)` of one JSON line, or a `DataFormatError` naming file and line."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise data.DataFormatError(path, line_number, f"invalid JSON ({error})") from None
-    if not isinstance(record, dict):
-        raise data.DataFormatError(path, line_number, f"expected a JSON object, found {type(record).__name__}")
-    for key in ("id", "text"):
-        if key not in record:
-            raise data.DataFormatError(path, line_number, f'missing key {key!r} (expected {{"id": ..., "text": ...}})')
-    text, key = record["text"], record["id"]
-    if not isinstance(text, str):
-        raise data.DataFormatError(path, line_number, f"'text' is not a string: {text!r}")
-    if isinstance(key, bool) or not isinstance(key, (str, int)):
-        raise data.DataFormatError(path, line_number, f"'id' is not a string or an integer: {key!r}")
-    return str(key), text
-
-
-def read_records(path, input_format="auto", id_prefix=""):
-    """Yields `(id, text)` of one file (UTF-8 as in `sbert_keras.data`, `.gz` decompressed).
-
-    Args:
-        path: str. A file (local or any Beam file system).
-        input_format: str. `"auto"` (JSON lines for `.jsonl`/`.json`),
-            `"text"` or `"jsonl"`.
-        id_prefix: str. Put before plain-text line numbers.
-
-    Raises:
-        sbert_keras.data.DataFormatError: naming the file and 1-based line.
-    """
-    jsonl = is_jsonl(path, input_format)
-    with FileSystems.open(path) as f:
-        for line_number, raw in enumerate(iter(f.readline, b""), start=1):
-            line = data._decode_line(path, line_number, raw).removesuffix("\n").removesuffix("\r")
-            if not line.strip():
-                continue
-            yield parse_jsonl_line(path, line_number, line) if jsonl else (f"{id_prefix}{line_number}", line)
-
-
-def id_prefixes(files):
-    """`{path: prefix}`: `""` for one file, else `"<file name>:"` (unique names)."""
-    if len(files) == 1:
-        return {files[0]: ""}
-    names = [os.path.basename(path) for path in files]
-    if len(set(names)) < len(names):
-        names = files  # same base names in different folders: the full paths
-    return {path: f"{name}:" for path, name in zip(files, names)}
-
-
-# === Output ===
-
-
-def prepare_output(output, overwrite=False):
-    """The absolute output folder, checked before any work (`ValueError` if unusable)."""
-    output = os.fspath(output)
-    if "://" in output:
-        raise ValueError(f"--output {output}: give a local or mounted folder (it is renamed into place).")
-    target = outputs.check_writable(output)
-    if os.path.exists(target) and not os.path.isdir(target):
-        raise ValueError(f"--output {target} is a file; give a folder.")
-    entries = set(os.listdir(target)) if os.path.isdir(target) else set()
-    ours = {name for name in entries if name == outputs.MARKER or fnmatch.fnmatch(name, SHARD_PATTERN)}
-    if entries - ours:
-        raise ValueError(f"--output {target} holds files that are not embedding shards: {min(entries - ours)!r}.")
-    if entries and not overwrite:
-        raise ValueError(f"--output {target} already holds embeddings; pass --overwrite to replace them.")
-    return target
-
-
-def shard_files(folder):
-    """The Parquet shards of an output folder, sorted."""
-    return sorted(name for name in os.listdir(folder) if fnmatch.fnmatch(name, SHARD_PATTERN))
-
-
-def read_embeddings(folder):
-    """Loads the shards of `embed_corpus` back.
-
-    Args:
-        folder: str or path-like. The output folder.
-
-    Returns:
-        `(ids, embeddings)`: a list of str and a float32 `(n, dim)` array.
-
-    Raises:
-        FileNotFoundError: no such folder.
-        sbert_keras.IncompleteOutputError: no `complete.json` (unfinished run).
-    """
-    folder = os.fspath(folder)
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"No such embeddings folder: {folder}")
-    if not outputs.is_complete(folder):
-        raise outputs.IncompleteOutputError(folder, f"no {outputs.MARKER}")
-    with open(os.path.join(folder, outputs.MARKER), encoding="utf-8") as f:
-        dim = json.load(f)["dim"]
-    ids, blocks = [], []
-    for name in shard_files(folder):
-        table = pq.read_table(os.path.join(folder, name), columns=["id", "embedding"])
-        ids.extend(table.column("id").to_pylist())
-        flat = table.column("embedding").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        blocks.append(flat.astype("float32", copy=False).reshape(-1, dim))
-    return ids, np.concatenate(blocks) if blocks else np.zeros((0, dim), "float32")
-
-
 # === Pipeline ===
 
 
@@ -290,8 +174,21 @@ def build_pipeline(pipeline, files, handler, output_prefix, dim, input_format="a
     )
 
 
+class _DropDiskFull(logging.Filter):
+    """Drops the log record (with its traceback) of a step that met a full disk."""
+
+    def filter(self, record):
+        return disk_space.NO_SPACE_TEXT not in record.getMessage()
+
+
 def run_pipeline(pipeline):
-    """Runs `pipeline` to the end; a bad input line becomes a `ValueError` naming file and line."""
+    """Runs `pipeline` to the end; a bad input line becomes a `ValueError` naming file and line.
+
+    Beam logs each failing step's exception with its traceback before re-raising it; for a
+    full disk, which `embed_corpus` reports as one line, that record is dropped.
+    """
+    step_logger, drop = logging.getLogger(BEAM_STEP_LOGGER), _DropDiskFull()
+    step_logger.addFilter(drop)
     try:
         return pipeline.run().wait_until_finish()
     except Exception as error:
@@ -299,6 +196,8 @@ def run_pipeline(pipeline):
         if bad_line:
             raise ValueError(bad_line.group(1)) from error
         raise
+    finally:
+        step_logger.removeFilter(drop)
 
 
 def embed_corpus(
@@ -336,7 +235,10 @@ def embed_corpus(
 
     Raises:
         FileNotFoundError / ValueError: no input file, empty input, a bad
-            output folder, a bad input line (naming file and 1-based line).
+            output folder, a bad input line or a duplicate id (naming file
+            and 1-based line), all before the pipeline runs.
+        sbert_keras.disk_space.DiskFullError: too little free space for the
+            shards (checked first), or a full disk met anyway.
     """
     env_vars = {}
     if worker_threads is not None:
@@ -346,28 +248,48 @@ def embed_corpus(
     files = match_input(input)
     is_jsonl(files[0], input_format)  # checks `input_format` before any work
     target = prepare_output(output, overwrite)
+    scanned = scan_input(files, input_format)  # bad lines and duplicate ids: before any model loads
     dim = sbert_keras.SentenceEncoder.from_preset(model).embedding_dim
+    needed = estimated_bytes(scanned.texts, dim, scanned.id_bytes)
+    disk_space.check_free_space(target, needed)
     work = target + outputs.PARTIAL_SUFFIX
     shutil.rmtree(work, ignore_errors=True)  # a killed earlier run: Beam cannot resume it
     os.makedirs(work)
     start = time.perf_counter()
     try:
-        pipeline = apache_beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
-        build_pipeline(pipeline, files, handler, os.path.join(work, SHARD_PREFIX), dim, input_format)
-        state = run_pipeline(pipeline)
-        if state != "DONE":
-            raise RuntimeError(f"the Beam pipeline ended in state {state}")
-        texts = sum(pq.ParquetFile(os.path.join(work, name)).metadata.num_rows for name in shard_files(work))
-        if texts == 0:
-            raise ValueError(f"--input {input}: empty input (only blank lines); nothing to encode.")
-        shards = shard_files(work)
-        marker = {"command": "embed-corpus", "model": os.fspath(model), "input": os.fspath(input)}
-        marker.update(texts=texts, dim=dim, precision=precision, shards=shards)
-        outputs.finalize_dir(work, target, marker)
+        with disk_space.disk_full_as_error(target, needed):
+            shards = write_shards(pipeline_args, files, handler, work, dim, input_format, scanned.texts)
+            marker = {"command": "embed-corpus", "model": os.fspath(model), "input": os.fspath(input)}
+            marker.update(texts=scanned.texts, dim=dim, precision=precision, shards=shards)
+            outputs.finalize_dir(work, target, marker)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     seconds = time.perf_counter() - start
-    return {"texts": texts, "dim": dim, "shards": len(shards), "output": target, "seconds": seconds}
+    return {"texts": scanned.texts, "dim": dim, "shards": len(shards), "output": target, "seconds": seconds}
+
+
+def write_shards(pipeline_args, files, handler, work, dim, input_format, texts):
+    """Runs the pipeline into the folder `work`; returns the shard names.
+
+    Args:
+        pipeline_args: list of str. Beam options.
+        files: list of str. The input files.
+        handler: `SentenceEncoderModelHandler`.
+        work: str. The working output folder.
+        dim: int. The embedding size.
+        input_format: str. See `read_records`.
+        texts: int. The records `scan_input` counted: the rows the shards must hold.
+    """
+    pipeline = apache_beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+    build_pipeline(pipeline, files, handler, os.path.join(work, SHARD_PREFIX), dim, input_format)
+    state = run_pipeline(pipeline)
+    if state != "DONE":
+        raise RuntimeError(f"the Beam pipeline ended in state {state}")
+    shards = shard_files(work)
+    written = sum(pq.ParquetFile(os.path.join(work, name)).metadata.num_rows for name in shards)
+    if written != texts:  # the input changed during the run
+        raise ValueError(f"--input: {texts} texts read before the pipeline, {written} embedded; rerun.")
+    return shards
 
 
 # === CLI ===

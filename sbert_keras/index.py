@@ -7,6 +7,11 @@ builds a k-NN graph by hand. Why not ScaNN (on par in recall and QPS here):
 `import scann` fails next to TensorFlow 2.21 (its TF ops are built for 2.20;
 `scann[tf]` pins `tensorflow~=2.20.0`). See the README's "Approximate search".
 
+Saved folders (`sbert_keras.index_files`) record each file's sha256 and are
+refused on load when a file no longer matches; every search also checks that
+the scores are cosines, in [-1, 1], so a damaged index fails instead of
+returning scores such as 4.3e+37.
+
 Scores are cosines: embeddings and queries are L2-normalised (float32 copies;
 zero vectors stay zero) and compared by inner product. Kinds: `"flat"` (exact),
 `"hnsw"` (`IndexHNSWFlat`, the default), `"ivf"` (`IndexIVFFlat`), and, scanning
@@ -34,29 +39,32 @@ assert EmbeddingIndex.load("/tmp/my_index").search(corpus[:2], 3)[0].tolist() ==
 ```
 """
 
-import json
 import os
-import shutil
 
 import numpy as np
 
 from sbert_keras import data
+from sbert_keras import disk_space
 from sbert_keras import outputs
 from sbert_keras.checks import check_finite
 from sbert_keras.checks import check_positive_int
+from sbert_keras.index_files import KINDS
+from sbert_keras.index_files import QUANTIZED_KINDS
+from sbert_keras.index_files import estimated_bytes
+from sbert_keras.index_files import read_folder
+from sbert_keras.index_files import write_folder
 
 try:
     import faiss
 except ImportError:  # the optional `sbert_keras[index]` extra
     faiss = None
 
-KINDS = ("flat", "hnsw", "ivf", "int8", "binary")
-QUANTIZED_KINDS = ("int8", "binary")
-FORMAT = "sbert_keras.EmbeddingIndex"
-INDEX_FILE, IDS_FILE, VECTORS_FILE, CONFIG_FILE = "index.faiss", "ids.npy", "vectors.npy", "config.json"
 DEFAULTS = dict(hnsw_m=32, ef_construction=128, ef_search=32, nlist=None, nprobe=16, rescore_multiplier=None)
 EPSILON = 1e-12
 RESCORE_CHUNK = 64  # queries rescored at once: bounds the gathered candidate rows
+# Cosines of unit vectors lie in [-1, 1]; float32 rounding stays far inside this margin.
+SCORE_TOLERANCE = 1e-3
+PROBE_QUERIES = 8  # random unit queries searched once at load: a sanity check of the data
 
 
 def _require_faiss():
@@ -143,6 +151,16 @@ def _faiss_search(index, kind, params, queries, k):
     return scores, rows
 
 
+def _check_scores(scores):
+    """Raises a `ValueError` unless every score is a cosine: finite and in [-1, 1]."""
+    bad = ~(np.abs(scores) <= 1 + SCORE_TOLERANCE)  # NaN is bad too
+    if bad.any():
+        raise ValueError(
+            f"the index returned the score {scores[bad][0]:.4g}, outside the cosine range [-1, 1]: "
+            "its data is corrupt. Rebuild the index."
+        )
+
+
 def _rescore(vectors, queries, rows, k):
     """`(scores, rows)`: the candidate `rows` of each query ranked by float cosine, `k` kept."""
     scores = np.empty(rows.shape, np.float32)
@@ -152,55 +170,6 @@ def _rescore(vectors, queries, rows, k):
         scores[s : s + RESCORE_CHUNK] = np.einsum("qd,qcd->qc", queries[s : s + RESCORE_CHUNK], gathered)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
-
-
-def _write_folder(path, overwrite, index, kind, ids, params, vectors):
-    """Writes the index files into `<path>.partial`, then renames it to `path`."""
-    target = outputs.check_writable(path, "path")
-    if os.path.lexists(target) and (not os.path.isdir(target) or os.listdir(target)):
-        if not os.path.isfile(os.path.join(target, CONFIG_FILE)):
-            raise ValueError(f"path {target} already holds something that is not an index; choose another.")
-        if not overwrite:
-            raise ValueError(f"path {target} already holds an index; pass overwrite=True (--overwrite).")
-    work = target + outputs.PARTIAL_SUFFIX
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    try:
-        (faiss.write_index_binary if kind == "binary" else faiss.write_index)(index, os.path.join(work, INDEX_FILE))
-        np.save(os.path.join(work, IDS_FILE), ids)
-        if vectors is not None:
-            np.save(os.path.join(work, VECTORS_FILE), np.asarray(vectors))
-        config = {"format": FORMAT, "kind": kind, "count": len(ids), "faiss": faiss.__version__, "params": params}
-        outputs.write_json(os.path.join(work, CONFIG_FILE), config)
-        return outputs.finalize_dir(work, target, {"command": "index build", "kind": kind})
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _read_folder(path, mmap):
-    """`(index, ids, kind, params, vectors)` from a folder `_write_folder` wrote; errors name `path`."""
-    path = os.fspath(path)
-    if not os.path.isdir(path):
-        raise ValueError(f"index path {path} is not a folder (absent or a file).")
-    if not outputs.is_complete(path):
-        raise ValueError(f"index path {path} has no {outputs.MARKER}: not a finished index folder.")
-    try:
-        with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as f:
-            config = json.load(f)
-        kind, params = config["kind"], config["params"]
-        if config.get("format") != FORMAT or kind not in KINDS:
-            raise ValueError(f"format {config.get('format')!r}, kind {kind!r}")
-        index = (faiss.read_index_binary if kind == "binary" else faiss.read_index)(os.path.join(path, INDEX_FILE))
-        ids = np.load(os.path.join(path, IDS_FILE), allow_pickle=False)
-        vectors = None
-        if kind in QUANTIZED_KINDS:
-            vectors = np.load(os.path.join(path, VECTORS_FILE), mmap_mode="r" if mmap else None)
-    except (OSError, RuntimeError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"index path {path} is corrupt or incomplete: {' '.join(str(error).split())}") from None
-    counts = (index.ntotal, len(ids), config["count"]) + ((len(vectors),) if vectors is not None else ())
-    if len(set(counts)) != 1 or (vectors is not None and vectors.shape[1] != params["dim"]):
-        raise ValueError(f"index path {path} is inconsistent: row counts {counts} differ.")
-    return index, ids, kind, params, vectors
 
 
 class EmbeddingIndex:
@@ -270,11 +239,12 @@ class EmbeddingIndex:
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
         if self.kind not in QUANTIZED_KINDS:
             scores, rows = _faiss_search(self.index, self.kind, self.params, queries, k)
-            return rows, scores.astype(np.float32)
-        candidates = min(k * self.params["rescore_multiplier"], len(self))
-        _, rows = _faiss_search(self.index, self.kind, self.params, queries, candidates)
-        scores, rows = _rescore(self.vectors, queries, rows, k)
-        return rows, scores
+        else:
+            candidates = min(k * self.params["rescore_multiplier"], len(self))
+            _, rows = _faiss_search(self.index, self.kind, self.params, queries, candidates)
+            scores, rows = _rescore(self.vectors, queries, rows, k)
+        _check_scores(scores)
+        return rows, scores.astype(np.float32)
 
     def search(self, queries, top_k=10):
         """`(ids, scores)`: the `top_k` nearest ids of each query by cosine, best first.
@@ -307,24 +277,37 @@ class EmbeddingIndex:
     def save(self, path, overwrite=False):
         """Writes the folder `path` atomically (`<path>.partial`, then a rename): `index.faiss`
         (faiss `write_index`), `ids.npy`, `config.json`, `vectors.npy` (quantized kinds) and
-        the completion marker. Raises `ValueError` if `path` holds something else, or an index
-        and not `overwrite`. Returns the absolute path."""
-        return _write_folder(path, overwrite, self.index, self.kind, self.ids, self.params, self.vectors)
+        the completion marker; `config.json` records each file's sha256. Raises `ValueError` if
+        `path` holds something else, or an index and not `overwrite`, and `DiskFullError`
+        (naming `path` and the space needed, nothing left behind) on a full disk. Returns the
+        absolute path."""
+        return write_folder(path, overwrite, self.index, self.kind, self.ids, self.params, self.vectors)
 
     @classmethod
     def load(cls, path, mmap=True):
         """Reads a folder written by `save`; `mmap` memory-maps the rescoring vectors.
-        Raises `ValueError` naming the path when it is absent, incomplete, corrupt or inconsistent."""
+
+        The files must match the sha256 that `save` recorded, and a search of a few
+        random queries must return cosines in [-1, 1]. Raises `ValueError` naming the
+        path when it is absent, incomplete, corrupt or inconsistent."""
         _require_faiss()
-        return cls(*_read_folder(path, mmap))
+        loaded = cls(*read_folder(path, mmap))
+        probe = np.random.default_rng(0).normal(size=(PROBE_QUERIES, loaded.dim))
+        try:
+            loaded.search_rows(probe, top_k=10)
+        except ValueError as error:
+            raise ValueError(f"index path {os.fspath(path)}: {error}") from None
+        return loaded
 
 
 def read_parquet_embeddings(directory):
-    """`(ids, embeddings)` of an `embed-corpus` output folder: `sbert_keras.beam.read_embeddings`.
+    """`(ids, embeddings)` of an `embed-corpus` output folder: `sbert_keras.embedding_shards.read_embeddings`.
 
-    Raises `FileNotFoundError` (no folder) or `outputs.IncompleteOutputError` (unfinished run).
+    Raises `FileNotFoundError` (no folder), `outputs.IncompleteOutputError` (unfinished run), or
+    `ValueError` naming a missing shard (with the expected and found row counts) or a shard of
+    another dimension.
     """
-    from sbert_keras.beam import read_embeddings  # optional: needs the `beam` extra (apache-beam)
+    from sbert_keras.embedding_shards import read_embeddings  # optional: needs the `beam` extra (pyarrow)
 
     return read_embeddings(directory)
 
@@ -349,6 +332,22 @@ def add_arguments(index_parser):
     search.add_argument("--batch-size", type=int, default=32)
 
 
+def check_free_space(path, kind, embeddings, ids):
+    """Raises `DiskFullError` when `path`'s disk cannot hold the index of `embeddings` (`estimated_bytes`).
+
+    Args:
+        path: str. The index folder to write.
+        kind: str. The index kind.
+        embeddings: np.ndarray. `(n, dim)`; other shapes are left to `EmbeddingIndex.build` to refuse.
+        ids: list or None. The ids (`None`: row numbers).
+    """
+    if np.ndim(embeddings) != 2:
+        return
+    n, dim = np.shape(embeddings)
+    longest = max((len(str(i)) for i in ids), default=1) if ids is not None else len(str(n))
+    disk_space.check_free_space(path, estimated_bytes(kind, n, dim, 4 * longest, DEFAULTS["hnsw_m"]))
+
+
 def run_build(args):
     """`index build`: returns a JSON-able summary of the saved index."""
     if str(args.embeddings).endswith(".npy"):  # `sbert-keras encode` output: ids are the row numbers
@@ -356,6 +355,7 @@ def run_build(args):
     else:
         ids, embeddings = read_parquet_embeddings(args.embeddings)
     outputs.check_writable(args.output)
+    check_free_space(args.output, args.kind, embeddings, ids)  # before the build, which can take minutes
     index = EmbeddingIndex.build(embeddings, ids, kind=args.kind, rescore_multiplier=args.rescore_multiplier)
     index.save(args.output, overwrite=args.overwrite)
     return {"index": args.output, "kind": index.kind, "count": len(index), "dim": index.dim, "bytes": index.nbytes()}

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -248,3 +249,46 @@ def small_disk_available():
         return False
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
     return probe.returncode == 0
+
+
+# Runs `sbert-keras` in the child; `fill` fills the disk first and turns the free-space
+# checks off, so that the writes themselves meet the full disk. The last stdout line lists
+# what the command left on the disk (the filler not counted).
+_CLI_ON_DISK = """
+import json, os, sys
+from sbert_keras import disk_space
+from sbert_keras.cli import main
+disk, fill, args = sys.argv[1], sys.argv[2] == "fill", sys.argv[3:]
+if fill:
+    disk_space.check_free_space = lambda path, needed: None
+    with open(os.path.join(disk, "filler"), "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(65536))
+        except OSError:
+            pass
+code = main(args)
+print(json.dumps(sorted(set(os.listdir(disk)) - {"filler"})))
+sys.exit(code)
+"""
+
+
+def run_cli_on_small_disk(disk, size, args, fill=False, env=None, timeout=600):
+    """Runs `sbert-keras args` with a `size` tmpfs mounted at `disk` (`run_on_small_disk`).
+
+    Args:
+        disk: path. An existing, empty folder: the mount point.
+        size: str. The tmpfs size, e.g. `"512k"`.
+        args: list. The command line after `sbert-keras`.
+        fill: bool. Fill the disk first and skip the free-space checks, so
+            that the command's writes meet the full disk.
+        env: dict or None. The command's environment.
+        timeout: seconds.
+
+    Returns:
+        `(completed process, entries the command left on the disk)`.
+    """
+    argv = [sys.executable, "-c", _CLI_ON_DISK, str(disk), "fill" if fill else "-", *map(str, args)]
+    done = run_on_small_disk(disk, size, argv, env=env, timeout=timeout)
+    lines = done.stdout.strip().splitlines()
+    return done, json.loads(lines[-1]) if lines else None

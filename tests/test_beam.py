@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -12,8 +13,12 @@ pytest.importorskip("apache_beam")
 
 import sbert_keras  # noqa: E402
 from conftest import tiny_encoder  # noqa: E402
+from harness import run_cli_on_small_disk  # noqa: E402
+from harness import small_disk_available  # noqa: E402
 from sbert_keras import beam  # noqa: E402
 from sbert_keras import data  # noqa: E402
+from sbert_keras import disk_space  # noqa: E402
+from sbert_keras import embedding_shards  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TEXTS = [
@@ -208,3 +213,44 @@ def test_handler_batching_and_inference(model_file, reference):
         beam.SentenceEncoderModelHandler(model_file, precision="fp8")
     threads = beam.SentenceEncoderModelHandler(model_file, env_vars={"TF_NUM_INTRAOP_THREADS": "1"})
     assert beam.KeyedModelHandler(threads)._env_vars == {"TF_NUM_INTRAOP_THREADS": "1"}
+
+
+def test_duplicate_ids_are_refused_before_the_pipeline_naming_both_lines(tmp_path, model_file, monkeypatch):
+    write_lines(tmp_path / "a.jsonl", [json.dumps({"id": 1, "text": TEXTS[0]}), json.dumps({"id": 2, "text": "x"})])
+    write_lines(tmp_path / "b.jsonl", ["", json.dumps({"id": "1", "text": TEXTS[1]})])
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model loaded before the input was checked")
+
+    monkeypatch.setattr(sbert_keras.SentenceEncoder, "from_preset", no_model)
+    expected = r"b\.jsonl, line 2: duplicate id '1', first at \S*a\.jsonl, line 1 \(ids are stored as strings"
+    with pytest.raises(data.DataFormatError, match=expected):
+        embed(model_file, str(tmp_path / "*.jsonl"), tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+    write_lines(tmp_path / "c.jsonl", [json.dumps({"id": "doc", "text": "a"}), json.dumps({"id": "doc", "text": "b"})])
+    with pytest.raises(
+        data.DataFormatError, match=r"c\.jsonl, line 2: duplicate id 'doc', first at \S*c\.jsonl, line 1"
+    ):
+        beam.scan_input([str(tmp_path / "c.jsonl")])
+    # Plain text: the ids are line numbers, distinct; the scan counts the texts and id bytes.
+    summary = beam.scan_input([write_lines(tmp_path / "d.txt", ["a", "", "b"])])
+    assert (summary.texts, summary.id_bytes) == (2, 2)
+
+
+@pytest.mark.parametrize("fill", [False, True], ids=["checked-first", "met-while-writing"])
+def test_disk_full_during_embed_corpus_is_one_line_and_leaves_nothing(tmp_path, model_file, fill):
+    if not small_disk_available():
+        pytest.skip("needs root and unshare for a private tmpfs")
+    source = write_lines(tmp_path / "corpus.txt", TEXTS)
+    (tmp_path / "disk").mkdir()
+    target = tmp_path / "disk" / "out"
+    args = ["embed-corpus", "--model", model_file, "--input", source, "--output", target, "--precision", "float32"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    done, left = run_cli_on_small_disk(tmp_path / "disk", "256k", args, fill=fill, env=env)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert re.fullmatch(rf"sbert-keras embed-corpus: error: no space left on the device for {target}: .*", last)
+    assert left == []  # neither the output nor its working folder
+    if not fill:  # checked before the pipeline: the shards' size from the texts read
+        needed = embedding_shards.estimated_bytes(len(TEXTS), 8, len(TEXTS))
+        assert last.endswith(f"it needs about {disk_space.format_bytes(needed)}, 262.1 kB free")

@@ -1,14 +1,21 @@
 """Tests of `sbert_keras.index`: recall against exact search, save/load, ids, quantization, errors."""
 
 import argparse
+import json
 import os
+import re
 
 import numpy as np
 import pytest
 
 faiss = pytest.importorskip("faiss")
 
+from conftest import ROOT  # noqa: E402
+from harness import run_cli_on_small_disk  # noqa: E402
+from harness import small_disk_available  # noqa: E402
+from sbert_keras import disk_space  # noqa: E402
 from sbert_keras import index as index_lib  # noqa: E402
+from sbert_keras import index_files  # noqa: E402
 from sbert_keras import outputs  # noqa: E402
 from sbert_keras.index import EmbeddingIndex  # noqa: E402
 from sbert_keras.search import semantic_search  # noqa: E402
@@ -157,8 +164,47 @@ def test_absent_incomplete_or_corrupt_index_dir(tmp_path, corpus):
         EmbeddingIndex.load(path)
     path = EmbeddingIndex.build(corpus[:100], kind="int8").save(str(tmp_path / "idx8"))
     np.save(os.path.join(path, "vectors.npy"), corpus[:10])
+    with pytest.raises(ValueError, match="corrupt: vectors.npy does not match the sha256"):
+        EmbeddingIndex.load(path)
+    config = json.loads(open(os.path.join(path, "config.json")).read())  # a checksum that agrees
+    config["sha256"]["vectors.npy"] = index_files.sha256_of(os.path.join(path, "vectors.npy"))
+    outputs.write_json(os.path.join(path, "config.json"), config)
     with pytest.raises(ValueError, match="inconsistent"):
         EmbeddingIndex.load(path)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "binary"])
+def test_index_file_overwritten_after_saving_is_refused_naming_it(tmp_path, corpus, queries, kind):
+    path = EmbeddingIndex.build(corpus[:500], kind=kind).save(str(tmp_path / "idx"))
+    file = os.path.join(path, "index.faiss")
+    size = os.path.getsize(file)
+    with open(file, "r+b") as f:  # the second half overwritten: floats of 3.4e38
+        f.seek(size // 2)
+        f.write(b"\x7f" * (size - size // 2))
+    with pytest.raises(ValueError, match=f"{path} is corrupt: index.faiss does not match the sha256"):
+        EmbeddingIndex.load(path)
+    config = json.loads(open(os.path.join(path, "config.json")).read())
+    del config["sha256"]
+    outputs.write_json(os.path.join(path, "config.json"), config)
+    with pytest.raises(ValueError, match="records no sha256 of index.faiss, ids.npy"):
+        EmbeddingIndex.load(path)
+
+
+def test_scores_outside_the_cosine_range_are_refused(tmp_path, corpus, queries):
+    # An index whose rows are not unit vectors (damaged before its checksum was taken).
+    raw = faiss.IndexFlatIP(DIM)
+    raw.add(corpus[:100] * 1e6)
+    params = {**index_lib.DEFAULTS, "dim": DIM, "rescore_multiplier": 4, "nlist": 1}
+    broken = EmbeddingIndex(raw, np.arange(100).astype(str), "flat", params)
+    with pytest.raises(ValueError, match="outside the cosine range"):
+        broken.search(queries, 5)
+    path = broken.save(str(tmp_path / "idx"))
+    with pytest.raises(ValueError, match=f"index path {path}: the index returned the score .* outside the cosine"):
+        EmbeddingIndex.load(path)
+    # A sound index: every score of every kind is a cosine.
+    for kind in index_lib.KINDS:
+        _, scores = EmbeddingIndex.build(corpus, kind=kind).search(queries, 10)
+        assert np.all(np.abs(scores) <= 1 + 1e-5)
 
 
 def test_save_refuses_to_replace_without_overwrite(tmp_path, corpus):
@@ -181,11 +227,13 @@ def write_shards(folder, ids, embeddings, shards=2):
     import pyarrow.parquet as pq
 
     folder.mkdir()
-    for s, part in enumerate(np.array_split(np.arange(len(ids)), shards)):
-        column = pa.FixedSizeListArray.from_arrays(pa.array(embeddings[part].ravel(), pa.float32()), DIM)
-        table = pa.table({"id": [ids[i] for i in part], "embedding": column})
-        pq.write_table(table, folder / f"part-{s:05d}-of-{shards:05d}.parquet")
-    outputs.write_json(str(folder / outputs.MARKER), {"complete": True, "dim": DIM})
+    names = [f"part-{s:05d}-of-{shards:05d}.parquet" for s in range(shards)]
+    for name, part in zip(names, np.array_split(np.arange(len(ids)), shards)):
+        dim = embeddings.shape[1]
+        column = pa.FixedSizeListArray.from_arrays(pa.array(embeddings[part].ravel(), pa.float32()), dim)
+        pq.write_table(pa.table({"id": [ids[i] for i in part], "embedding": column}), folder / name)
+    marker = {"complete": True, "dim": DIM, "texts": len(ids), "shards": names}
+    outputs.write_json(str(folder / outputs.MARKER), marker)
 
 
 def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
@@ -225,3 +273,65 @@ def test_cli_search_prints_hits_per_query(tmp_path, corpus):
     assert len(lines[0]["hits"]) == 2 and lines[0]["hits"][0]["score"] == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError, match="--top-k"):
         index_lib.run_search(parser.parse_args(argv[:-1] + ["0"]), lambda spec: (Encoder(), None))
+
+
+def test_missing_or_short_shard_is_an_error_naming_it_and_the_row_counts(tmp_path, corpus):
+    pq = pytest.importorskip("pyarrow.parquet")
+    write_shards(tmp_path / "emb", [f"line-{i}" for i in range(300)], corpus[:300])
+    second = tmp_path / "emb" / "part-00001-of-00002.parquet"
+    kept = pq.read_table(second)
+    os.remove(second)
+    expected = r"part-00001-of-00002\.parquet listed in complete\.json are missing; .* 300 rows, .* hold 150"
+    with pytest.raises(ValueError, match=expected):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    parser = argparse.ArgumentParser()
+    index_lib.add_arguments(parser)
+    args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb"), "--output", str(tmp_path / "out")])
+    with pytest.raises(ValueError, match=expected):
+        index_lib.run_build(args)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+    pq.write_table(kept.slice(0, 10), second)  # a shard with fewer rows than written
+    with pytest.raises(ValueError, match="records 300 rows, the listed shards hold 160"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    pq.write_table(kept, tmp_path / "emb" / "part-00002-of-00003.parquet")
+    with pytest.raises(ValueError, match=r"part-00002-of-00003\.parquet are not listed in complete\.json"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    outputs.write_json(str(tmp_path / "emb" / "complete.json"), {"complete": True, "dim": DIM})
+    with pytest.raises(ValueError, match="records no shard list, row count"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+
+
+def test_shard_of_another_dimension_names_the_file_and_both_dimensions(tmp_path, corpus):
+    write_shards(tmp_path / "emb", [f"line-{i}" for i in range(300)], corpus[:300])
+    write_shards(tmp_path / "other", [f"line-{i}" for i in range(300)], random_unit(300, dim=16))
+    os.replace(tmp_path / "other" / "part-00001-of-00002.parquet", tmp_path / "emb" / "part-00001-of-00002.parquet")
+    expected = r"shard \S*emb/part-00001-of-00002\.parquet holds embeddings of dimension 16 .* has dimension 32"
+    with pytest.raises(ValueError, match=expected):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    (tmp_path / "emb" / "part-00001-of-00002.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match=r"shard \S*part-00001-of-00002\.parquet is unreadable"):
+        EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+
+
+def assert_one_line_disk_full(done, left, target):
+    """The command failed with one error line naming `target` and left nothing on the disk."""
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert re.fullmatch(rf"sbert-keras \S+: error: no space left on the device for {target}: .*", last), last
+    assert left == [], left
+
+
+@pytest.mark.parametrize("fill", [False, True], ids=["checked-first", "met-while-writing"])
+def test_disk_full_during_index_build_is_one_line_and_leaves_nothing(tmp_path, fill):
+    if not small_disk_available():
+        pytest.skip("needs root and unshare for a private tmpfs")
+    np.save(tmp_path / "e.npy", random_unit(4000))  # a flat index of 512 kB on a disk of 256 kB
+    (tmp_path / "disk").mkdir()
+    args = ["index", "build", "--embeddings", tmp_path / "e.npy", "--output", tmp_path / "disk" / "idx"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done, left = run_cli_on_small_disk(tmp_path / "disk", "256k", [*args, "--kind", "flat"], fill=fill, env=env)
+    assert_one_line_disk_full(done, left, re.escape(str(tmp_path / "disk" / "idx")))
+    if not fill:  # the size was known: refused before the build, saying how much it needs and has
+        needed = index_files.estimated_bytes("flat", 4000, DIM, 4 * len("4000"))  # 512 kB of vectors, ids
+        assert done.stderr.strip().endswith(f"it needs about {disk_space.format_bytes(needed)}, 262.1 kB free")
