@@ -3,12 +3,13 @@
 `keras.Model.export` would expose the token-id inputs and the generic Keras
 graph; TF Serving clients send strings and want `encode`'s speed. So the
 graph is assembled here with `keras.export.ExportArchive`:
-`serving_default` takes a 1-D string tensor `text`, tokenises it in the
-graph, sorts the request by token length, cuts it into batches (one long
-text no longer pads all the others), runs each batch padded to its longest
-text through the same forward pass as `encode` (the self-checked fused
-graph, with its weights stored in their cast and fused form, or the Keras
-graph), and returns `embeddings` (float32, `(n, dim)`) in request order.
+`serving_default` takes a 1-D string tensor `text` (its rank and UTF-8
+are checked in the graph, `checked_request`), tokenises it in the graph,
+sorts the request by token length, cuts it into batches (one long text no
+longer pads all the others), runs each batch padded to its longest text
+through the same forward pass as `encode` (the self-checked fused graph,
+with its weights stored in their cast and fused form, or the Keras graph),
+and returns `embeddings` (float32, `(n, dim)`) in request order.
 As in `encode`, a prompt (the encoder's default one, or `prompt=`) is
 prepended to every text inside the graph and `truncate_dim` cuts (and
 re-normalises) the vectors, so a TF Serving client sends the bare texts.
@@ -96,6 +97,42 @@ def sorted_batches(forward, ids, pad_id, batch_size, dim):
         return tf.gather(results.concat(), tf.math.invert_permutation(order))
 
     return tf.cond(n > 0, run, lambda: tf.zeros([0, dim], tf.float32))
+
+
+def checked_request(text):
+    """Graph-safe: the request `text`, checked to be a 1-D tensor of UTF-8 strings.
+
+    TensorFlow enforces neither a signature's declared input shape when it
+    is called (a loaded signature function, TF Serving) nor a rank check
+    inside the graph once grappler has folded the rank of a declared
+    `[None]` input to 1: a `(1, 2)` request would be served as two texts.
+    So `serving_default` declares `text` of unknown rank and checks it here.
+    Bytes that are not UTF-8, which `encode` refuses, are refused too
+    (`tf.strings.unicode_transcode` replaces them, so the text changes).
+
+    Args:
+        text: string tensor of any rank.
+
+    Returns:
+        `text` with static shape `[None]`; running it raises
+        `tf.errors.InvalidArgumentError` naming the bad shape or the first
+        bad item.
+    """
+    rank_ok = tf.debugging.Assert(
+        tf.equal(tf.rank(text), 1),
+        [tf.strings.format("`text` must be a 1-D string tensor, one text per item; received shape {}", tf.shape(text))],
+    )
+    with tf.control_dependencies([rank_ok]):
+        # Not `tf.ensure_shape`: grappler infers the rank from it and folds the check away.
+        text = tf.reshape(text, [-1])
+    repaired = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
+    bad = tf.where(tf.not_equal(repaired, text))[:, 0]
+    utf8_ok = tf.debugging.Assert(
+        tf.equal(tf.size(bad), 0),
+        [tf.strings.format("`text[{}]` is bytes that are not valid UTF-8; send UTF-8 text", tf.reduce_min(bad))],
+    )
+    with tf.control_dependencies([utf8_ok]):
+        return tf.identity(text)
 
 
 def min_cosine(a, b):
@@ -228,6 +265,10 @@ def export_saved_model(
 ):
     """Writes a SavedModel with a `serving_default(text: string[None])` signature.
 
+    The signature declares `text` with unknown rank and the graph refuses
+    a request of another rank, or with bytes that are not UTF-8, with an
+    `InvalidArgumentError` naming the shape or the item (`checked_request`).
+
     The served vectors are `encoder.encode(text, prompt=prompt,
     prompt_name=prompt_name, truncate_dim=truncate_dim)`: the prompt is
     prepended inside the graph (`tf.strings.join`), so clients send the bare
@@ -291,6 +332,7 @@ def export_saved_model(
         trackables = [*trackables, guard]
 
     def serve(text):
+        text = checked_request(text)
         if prompt:
             text = tf.strings.join([prompt, text])
         ids, _ = preprocessor.ragged_token_ids(text)
@@ -317,7 +359,7 @@ def export_saved_model(
     archive.add_endpoint(
         name="serving_default",
         fn=serve,
-        input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+        input_signature=[tf.TensorSpec(None, tf.string, name="text")],  # rank: `checked_request`
     )
     _write(archive, path, overwrite, {"command": "export", "prompt": prompt, "truncate_dim": truncate_dim})
     return path

@@ -163,3 +163,23 @@ def test_int8_export_on_a_host_without_vnni_serves_float(int8_exports):
     assert served[good][1] == [export.UNCHECKED, export.USE_FLOAT], stderr[-2000:]
     assert "saturating-product error" in stderr
     assert min_cosine(served[good][0], expected) >= 0.999
+
+
+def test_saved_model_refuses_what_encode_refuses(tmp_path):
+    encoder = tiny_encoder(normalize=True)
+    path = export_saved_model(encoder, str(tmp_path / "sm" / "1"), precision="float32")
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    texts = ["a dog", "the cat sleeps \ufffd"]  # a valid U+FFFD is not taken for a bad byte
+    got = serve(text=tf.constant(texts))["embeddings"].numpy()
+    np.testing.assert_allclose(got, encoder.encode(texts, precision="float32"), atol=1e-5)
+    with pytest.raises(ValueError, match=r"`texts\[1\]` is bytes that are not valid UTF-8"):
+        encoder.encode([b"ok", b"caf\xe9"])
+    for bad, message in [
+        ([b"ok", b"caf\xe9"], r"`text\[1\]` is bytes that are not valid UTF-8"),
+        ([b"ok", b"ok", b"\xed\xa0\x80"], r"`text\[2\]` is bytes that are not valid UTF-8"),  # a lone surrogate
+        ([["a dog", "a cat"]], r"`text` must be a 1-D string tensor, one text per item; received shape \[1 2\]"),
+        ([["a dog"], ["a cat"]], r"received shape \[2 1\]"),
+        ("a dog", r"received shape \[\]"),
+    ]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            serve(text=tf.constant(bad))
