@@ -2,8 +2,9 @@
 
 `EncodingMixin` is the part of `SentenceEncoder` that hands inference to
 its `sbert_keras.inference.InferenceEngine` (created on first use) and keeps
-that engine in step with the weights (`load_weights`, `quantize`). The
-model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
+that engine in step with the weights (`load_weights`, `quantize`); its base
+`RawTextMixin` sends text given to `predict` or `encoder(...)` to `encode`.
+The model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
 """
 
 import keras
@@ -17,7 +18,61 @@ from sbert_keras.preprocessor import check_texts
 from sbert_keras.prompts import check_truncate_dim
 
 
-class EncodingMixin:
+class RawTextMixin:
+    """`predict` and `__call__` of `SentenceEncoder`: text goes to `encode`, token ids to Keras.
+
+    Example:
+    ```python
+    encoder.predict(["A man is playing a guitar."])  # encoder.encode(...)'s vectors
+    encoder("A man is playing a guitar.")  # a (dim,) float32 tensor
+    ```
+    """
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
+        """Keras `predict`; raw strings go through `encode`'s engine.
+
+        Text (see `is_raw_text`) returns what `encode(x, batch_size=batch_size
+        or 32)` returns with the model's `normalize` setting: length-sorted
+        batches, each padded to its longest text; one string gives a `(dim,)`
+        vector, `[]` a `(0, dim)` array, and input `encode` refuses (a `None`
+        or non-string item, 2-D or ragged input, bytes that are not UTF-8)
+        raises `encode`'s error naming the item. A dict of token-id tensors
+        runs Keras' `predict` on the functional graph (no preprocessor); a
+        `tf.data.Dataset` runs KerasHub's `Task.predict`.
+
+        Args:
+            x: text (as `encode` takes it), a dict of token ids, or a dataset.
+            batch_size: int or None. Texts per forward pass (32 when None).
+            verbose: `"auto"`, 0 or 1. For text: a progress bar when truthy
+                (`"auto"`: as `encode` decides).
+            steps: int or None. Keras' `steps` (token ids and datasets only).
+            callbacks: list or None. Keras callbacks (token ids and datasets only).
+            **kwargs: passed on to Keras' `predict`.
+        """
+        if is_raw_text(x):
+            show_progress = None if verbose == "auto" else bool(verbose)
+            return self.encode(x, batch_size=batch_size or 32, show_progress=show_progress)
+        if isinstance(x, dict):  # already token ids: skip the preprocessor
+            return keras.Model.predict(
+                self, x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs
+            )
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        """Calls the model; text is encoded by the engine, as `encode` does (a float32 tensor).
+
+        Args:
+            *args: the inputs first: text (a string gives `(dim,)`, a list
+                `(n, dim)`, `[]` `(0, dim)`; see `is_raw_text`), or token ids
+                for the Keras graph.
+            **kwargs: Keras call arguments (ignored for text).
+        """
+        if args and is_raw_text(args[0]):
+            return tf.constant(self.encode(args[0], show_progress=False))
+        return super().__call__(*args, **kwargs)
+
+
+class EncodingMixin(RawTextMixin):
     """`encode` and the inference overrides of `SentenceEncoder` (a Keras `Model`).
 
     Example:
@@ -146,49 +201,6 @@ class EncodingMixin:
             prompt=self.resolve_prompt(prompt, prompt_name),
             truncate_dim=check_truncate_dim(truncate_dim, self.embedding_dim),
         )
-
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
-        """Keras `predict`; raw strings go through `encode`'s engine.
-
-        Text (see `is_raw_text`) returns what `encode(x, batch_size=batch_size
-        or 32)` returns with the model's `normalize` setting: length-sorted
-        batches, each padded to its longest text; one string gives a `(dim,)`
-        vector, `[]` a `(0, dim)` array, and input `encode` refuses (a `None`
-        or non-string item, 2-D or ragged input, bytes that are not UTF-8)
-        raises `encode`'s error naming the item. A dict of token-id tensors
-        runs Keras' `predict` on the functional graph (no preprocessor); a
-        `tf.data.Dataset` runs KerasHub's `Task.predict`.
-
-        Args:
-            x: text (as `encode` takes it), a dict of token ids, or a dataset.
-            batch_size: int or None. Texts per forward pass (32 when None).
-            verbose: `"auto"`, 0 or 1. For text: a progress bar when truthy
-                (`"auto"`: as `encode` decides).
-            steps: int or None. Keras' `steps` (token ids and datasets only).
-            callbacks: list or None. Keras callbacks (token ids and datasets only).
-            **kwargs: passed on to Keras' `predict`.
-        """
-        if is_raw_text(x):
-            show_progress = None if verbose == "auto" else bool(verbose)
-            return self.encode(x, batch_size=batch_size or 32, show_progress=show_progress)
-        if isinstance(x, dict):  # already token ids: skip the preprocessor
-            return keras.Model.predict(
-                self, x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs
-            )
-        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs)
-
-    def __call__(self, *args, **kwargs):
-        """Calls the model; text is encoded by the engine, as `encode` does (a float32 tensor).
-
-        Args:
-            *args: the inputs first: text (a string gives `(dim,)`, a list
-                `(n, dim)`, `[]` `(0, dim)`; see `is_raw_text`), or token ids
-                for the Keras graph.
-            **kwargs: Keras call arguments (ignored for text).
-        """
-        if args and is_raw_text(args[0]):
-            return tf.constant(self.encode(args[0], show_progress=False))
-        return super().__call__(*args, **kwargs)
 
 
 def holds_strings(x):
