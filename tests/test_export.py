@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -7,7 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import ROOT
 from conftest import tiny_encoder
+from harness import run_on_small_disk
+from harness import small_disk_available
 from sbert_keras import export
 from sbert_keras import export_saved_model
 from sbert_keras import int8
@@ -183,3 +187,38 @@ def test_saved_model_refuses_what_encode_refuses(tmp_path):
     ]:
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             serve(text=tf.constant(bad))
+
+
+# The CLI with the size estimate taken away: the write itself meets the full disk.
+CLI_WITHOUT_ESTIMATE = """
+import sys
+from sbert_keras import cli, export
+export.saved_model_bytes = lambda endpoint: 0
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("estimate", ["checked before writing", "met while writing"])
+def test_export_to_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, estimate):
+    if not small_disk_available():
+        pytest.skip("needs root and unshare for a private tmpfs")
+    model = tmp_path / "tiny.keras"
+    tiny_encoder(normalize=True).save(model)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    target = disk / "sm" / "1"
+    cli = ["-m", "sbert_keras.cli"] if estimate == "checked before writing" else ["-c", CLI_WITHOUT_ESTIMATE]
+    command = [sys.executable, *cli, "export", "--model", str(model), "--output", str(target), "--precision", "float32"]
+    # The tiny SavedModel takes about 0.4 MB; what is left on the disk is listed before the mount goes.
+    script = '"$@"; code=$?; ls -A "$DISK"; exit $code'
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", DISK=str(disk))
+    done = run_on_small_disk(disk, "200k", ["sh", "-c", script, "sh", *command], env=env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stdout == ""  # no JSON result, and nothing left on the disk
+    assert "Traceback" not in done.stderr and "ResourceExhaustedError" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]  # the one line of the error
+    assert line.startswith(f"sbert-keras export: error: not enough disk space for {target}:"), line
+    if estimate == "checked before writing":
+        assert re.search(r"it needs at least [0-9.]+ kB and [0-9.]+ kB are free; nothing was written", line)
+    else:
+        assert re.search(r"it needs more than the [0-9.]+ kB that were free; nothing was written", line)
