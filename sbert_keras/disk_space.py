@@ -28,6 +28,10 @@ NO_SPACE_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"
 class DiskFullError(OSError):
     """Not enough free space to write an output (errno `ENOSPC`); its text is one line.
 
+    The line names the path, the space needed and the space free, and says
+    that nothing was left behind (the writers use temporary names); the CLI
+    prints it as it is.
+
     Args:
         path: str or path-like. The file or folder being written.
         needed: int or None. Bytes the output needs (an estimate), if known.
@@ -36,10 +40,18 @@ class DiskFullError(OSError):
 
     def __init__(self, path, needed=None, free=None):
         self.path, self.needed, self.free = os.fspath(path), needed, free
-        sizes = [f"it needs about {format_bytes(needed)}"] if needed is not None else []
-        sizes += [f"{format_bytes(free)} free"] if free is not None else []
-        message = f"no space left on the device for {self.path}"
-        super().__init__(errno.ENOSPC, f"{message}: {', '.join(sizes)}" if sizes else message)
+        if needed is not None and free is not None and needed > free:
+            what = f"it needs about {format_bytes(needed)} and {format_bytes(free)} are free"
+        else:  # the estimate fitted (or there was none); the write did not
+            what = "the disk filled up while writing"
+            known = [f"{format_bytes(free)} were free"] if free is not None else []
+            known += [f"estimated {format_bytes(needed)}"] if needed else []
+            what += f" ({', '.join(known)})" if known else ""
+        super().__init__(
+            errno.ENOSPC,
+            f"not enough disk space for {self.path}: {what}; nothing was written. "
+            "Free some space or choose another folder.",
+        )
 
     def __str__(self):
         return self.strerror

@@ -2,8 +2,9 @@
 
 `EncodingMixin` is the part of `SentenceEncoder` that hands inference to
 its `sbert_keras.inference.InferenceEngine` (created on first use) and keeps
-that engine in step with the weights (`load_weights`, `quantize`). The
-model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
+that engine in step with the weights (`load_weights`, `quantize`); its base
+`RawTextMixin` sends text given to `predict` or `encoder(...)` to `encode`.
+The model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
 """
 
 import keras
@@ -13,10 +14,65 @@ import tensorflow as tf
 from sbert_keras import batching
 from sbert_keras.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.inference import InferenceEngine
+from sbert_keras.preprocessor import check_texts
 from sbert_keras.prompts import check_truncate_dim
 
 
-class EncodingMixin:
+class RawTextMixin:
+    """`predict` and `__call__` of `SentenceEncoder`: text goes to `encode`, token ids to Keras.
+
+    Example:
+    ```python
+    encoder.predict(["A man is playing a guitar."])  # encoder.encode(...)'s vectors
+    encoder("A man is playing a guitar.")  # a (dim,) float32 tensor
+    ```
+    """
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
+        """Keras `predict`; raw strings go through `encode`'s engine.
+
+        Text (see `is_raw_text`) returns what `encode(x, batch_size=batch_size
+        or 32)` returns with the model's `normalize` setting: length-sorted
+        batches, each padded to its longest text; one string gives a `(dim,)`
+        vector, `[]` a `(0, dim)` array, and input `encode` refuses (a `None`
+        or non-string item, 2-D or ragged input, bytes that are not UTF-8)
+        raises `encode`'s error naming the item. A dict of token-id tensors
+        runs Keras' `predict` on the functional graph (no preprocessor); a
+        `tf.data.Dataset` runs KerasHub's `Task.predict`.
+
+        Args:
+            x: text (as `encode` takes it), a dict of token ids, or a dataset.
+            batch_size: int or None. Texts per forward pass (32 when None).
+            verbose: `"auto"`, 0 or 1. For text: a progress bar when truthy
+                (`"auto"`: as `encode` decides).
+            steps: int or None. Keras' `steps` (token ids and datasets only).
+            callbacks: list or None. Keras callbacks (token ids and datasets only).
+            **kwargs: passed on to Keras' `predict`.
+        """
+        if is_raw_text(x):
+            show_progress = None if verbose == "auto" else bool(verbose)
+            return self.encode(x, batch_size=batch_size or 32, show_progress=show_progress)
+        if isinstance(x, dict):  # already token ids: skip the preprocessor
+            return keras.Model.predict(
+                self, x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs
+            )
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        """Calls the model; text is encoded by the engine, as `encode` does (a float32 tensor).
+
+        Args:
+            *args: the inputs first: text (a string gives `(dim,)`, a list
+                `(n, dim)`, `[]` `(0, dim)`; see `is_raw_text`), or token ids
+                for the Keras graph.
+            **kwargs: Keras call arguments (ignored for text).
+        """
+        if args and is_raw_text(args[0]):
+            return tf.constant(self.encode(args[0], show_progress=False))
+        return super().__call__(*args, **kwargs)
+
+
+class EncodingMixin(RawTextMixin):
     """`encode` and the inference overrides of `SentenceEncoder` (a Keras `Model`).
 
     Example:
@@ -96,8 +152,10 @@ class EncodingMixin:
         their count is warned about and kept in `self.last_num_truncated`.
 
         Args:
-            texts: a string or a list of strings. A single string returns a
-                `(dim,)` vector.
+            texts: a string, a list or tuple of strings, a 1-D numpy array
+                of `str`/`bytes` or a 1-D string tensor (bytes are UTF-8). A
+                single string (or a 0-d string array or tensor) returns a
+                `(dim,)` vector; an empty list returns `(0, dim)`.
             batch_size: int. Texts per forward pass.
             normalize: bool or None. `True` L2-normalises, `False` returns the
                 pooled vectors unnormalised, `None` keeps the model's setting.
@@ -119,8 +177,9 @@ class EncodingMixin:
                 again if normalising; `None` keeps them all.
 
         Raises:
-            ValueError / TypeError: an item is `None` or not a string; the
-                message names its position. An unknown `prompt_name` (the
+            ValueError / TypeError: an item is `None`, not a string, or bytes
+                that are not UTF-8, or `texts` is 2-D or ragged; the message
+                names the item's position and type. An unknown `prompt_name` (the
                 known ones are listed); `truncate_dim` not in
                 `[1, embedding_dim]`.
 
@@ -130,6 +189,8 @@ class EncodingMixin:
         encoder.encode(["A man is playing a guitar."], prompt="query: ", truncate_dim=64).shape  # (1, 64)
         ```
         """
+        if is_single_text(texts) and not isinstance(texts, str):
+            texts = check_texts(texts)[0]  # a str, so that one vector comes back
         return batching.encode_texts(
             self.engine,
             texts,
@@ -141,42 +202,36 @@ class EncodingMixin:
             truncate_dim=check_truncate_dim(truncate_dim, self.embedding_dim),
         )
 
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
-        """Keras `predict`; raw strings go through `encode`'s engine.
 
-        A list or array of strings (or a string tensor) returns what
-        `encode(x, batch_size=batch_size or 32)` returns with the model's
-        `normalize` setting: length-sorted batches, each padded to its
-        longest text. A dict of token-id tensors runs Keras' `predict` on
-        the functional graph (no preprocessor); a `tf.data.Dataset` runs
-        KerasHub's `Task.predict`.
-        """
-        if is_raw_text(x):
-            show_progress = None if verbose == "auto" else bool(verbose)
-            return self.encode(x, batch_size=batch_size or 32, show_progress=show_progress)
-        if isinstance(x, dict):  # already token ids: skip the preprocessor
-            return keras.Model.predict(
-                self, x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs
-            )
-        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks, **kwargs)
-
-    def __call__(self, *args, **kwargs):
-        """Calls the model; raw strings are encoded by the engine (a float32 tensor)."""
-        if args and is_raw_text(args[0]) and not isinstance(args[0], (str, bytes)):
-            return tf.constant(self.encode(args[0], show_progress=False))
-        return super().__call__(*args, **kwargs)
+def holds_strings(x):
+    """Whether the array, tensor or `KerasTensor` `x` has a string (or numpy object) dtype."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype.kind in "USO"
+    return dtype is not None and tf.as_dtype(dtype) == tf.string
 
 
 def is_raw_text(x):
-    """Whether `x` is a list/array/tensor of strings (not token ids)."""
+    """Whether `predict` / `__call__` hand `x` to `encode` (whose `check_texts` accepts or refuses it).
+
+    Strings, lists and tuples (empty ones too) and string arrays or eager
+    string tensors of any rank are text: `check_texts` encodes them or names
+    the bad item. Token ids (a dict, numeric arrays or tensors, or a list of
+    them), datasets and symbolic tensors keep the Keras path.
+    """
     if isinstance(x, (str, bytes)):
         return True
     if isinstance(x, (list, tuple)):
-        return bool(x) and all(isinstance(t, (str, bytes)) for t in x)
+        return not x or not all(isinstance(t, dict) or (hasattr(t, "dtype") and not holds_strings(t)) for t in x)
     if isinstance(x, np.ndarray):
-        return x.ndim == 1 and (
-            x.dtype.kind in "US" or (x.dtype.kind == "O" and len(x) > 0 and isinstance(x[0], (str, bytes)))
-        )
-    if isinstance(x, tf.Tensor):  # eager only: a symbolic tensor keeps the Keras path
-        return x.dtype == tf.string and tf.executing_eagerly()
+        return holds_strings(x)
+    if isinstance(x, (tf.Tensor, tf.RaggedTensor)):  # eager only: a symbolic tensor keeps the Keras path
+        return holds_strings(x) and tf.executing_eagerly()
     return False
+
+
+def is_single_text(x):
+    """Whether `x` is one text: a string, or a 0-d string array or tensor (`encode` returns one vector)."""
+    if isinstance(x, (str, bytes)):
+        return True
+    return isinstance(x, (np.ndarray, tf.Tensor)) and len(x.shape) == 0 and holds_strings(x)

@@ -37,6 +37,10 @@ import time
 
 import numpy as np
 
+from sbert_keras.disk_space import DiskFullError
+from sbert_keras.disk_space import free_bytes
+from sbert_keras.disk_space import is_disk_full
+
 MARKER = "complete.json"
 PARTIAL_SUFFIX = ".partial"
 # The files by which a folder is recognised as an sbert_keras training output.
@@ -222,12 +226,13 @@ def finalize_dir(work, target, marker):
     return target
 
 
-def write_dir(write, target, overwrite=False, marker=None, flag="path"):
+def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0):
     """Builds a folder with `write(work_folder)`, then moves it onto `target`.
 
     For outputs written in one go (a SavedModel): a leftover working folder
     from a killed earlier call is deleted first, and a failed `write` leaves
-    neither a working folder nor a target.
+    neither a working folder, nor a target, nor the parent folders it made. A full disk, before the write
+    (less free space than `needed`) or during it, raises `DiskFullError`.
 
     Args:
         write: callable taking the working folder (which exists, empty).
@@ -235,17 +240,30 @@ def write_dir(write, target, overwrite=False, marker=None, flag="path"):
         overwrite: bool. Allow replacing a completed result.
         marker: dict or None. Facts for the completion marker.
         flag: str. The argument name used in messages.
+        needed: int. Bytes the folder needs at least (0: unknown).
 
     Returns:
         The absolute target path.
+
+    Raises:
+        DiskFullError: not enough free space.
     """
     target = prepare_dir(target, overwrite, flag)
+    free = free_bytes(target)
+    if needed > free:
+        raise DiskFullError(target, needed, free)
     work = target + PARTIAL_SUFFIX
     shutil.rmtree(work, ignore_errors=True)
+    created = first_missing_folder(work)
     os.makedirs(work)
     try:
         write(work)
         return finalize_dir(work, target, marker or {})
+    except Exception as error:
+        remove_partial(work, created)  # and the parent folders this call made
+        if is_disk_full(error):
+            raise DiskFullError(target, needed, free) from None
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

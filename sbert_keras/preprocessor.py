@@ -10,28 +10,61 @@ import numbers
 
 import keras
 import keras_hub
+import numpy as np
 import tensorflow as tf
 
 
-def check_texts(texts, what="texts"):
-    """Validate a string or a sequence of strings; return a list of `str`.
-
-    Raises:
-        ValueError: an element is `None`, bytes that are not UTF-8, or a
-            string with a lone surrogate (its position is named).
-        TypeError: an element is not a string (its position and type named),
-            or `texts` itself is not a string nor a sequence.
-    """
+def _text_items(texts, what):
+    """`texts` as a list of items: a string (or a 0-d array or tensor) is one item; checks the rank."""
     if isinstance(texts, (str, bytes)):
-        texts = [texts]
-    if hasattr(texts, "numpy"):  # a tf.Tensor of strings
-        texts = texts.numpy().tolist()
-    if hasattr(texts, "tolist") and not isinstance(texts, list):
+        return [texts]
+    if isinstance(texts, tf.RaggedTensor):
+        raise TypeError(
+            f"`{what}` is a ragged tensor of shape {texts.shape}: `{what}[0]` is a list of strings, not a "
+            "string. Pass a 1-D sequence of strings (one text per item)."
+        )
+    kind = "array"
+    if isinstance(texts, tf.Tensor):
+        texts, kind = texts.numpy(), "tensor"  # a scalar string tensor gives bytes
+        if isinstance(texts, bytes):
+            return [texts]
+    if isinstance(texts, np.ndarray):
+        if texts.ndim == 0:
+            return [texts.item()]
+        if texts.ndim > 1:
+            raise TypeError(
+                f"`{what}` must be 1-D (one string per item); received a {texts.ndim}-D {kind} of shape "
+                f"{texts.shape}: `{what}[0]` is an array of {texts.shape[1]} items, not a string."
+            )
+        return texts.tolist()
+    if hasattr(texts, "tolist"):  # e.g. a pandas Series
         texts = texts.tolist()
     if not isinstance(texts, (list, tuple)):
         raise TypeError(
             f"`{what}` must be a string or a list of strings. Received an object of type {type(texts).__name__}."
         )
+    return texts
+
+
+def check_texts(texts, what="texts"):
+    """Validate a string or a sequence of strings; return a list of `str`.
+
+    The one check of raw text input (`encode`, `predict`, `encoder(texts)`,
+    the training datasets). A string, a list or tuple of strings, a 1-D numpy
+    array of `str`/`bytes` or a 1-D string tensor; a scalar array or tensor
+    counts as one string. Bytes are decoded as UTF-8.
+
+    Args:
+        texts: the input to check.
+        what: str. How messages name the argument (`"texts"`).
+
+    Raises:
+        ValueError: an element is `None`, bytes that are not UTF-8, or a
+            string with a lone surrogate (its position is named).
+        TypeError: an element is not a string (its position and type named),
+            `texts` is 2-D or ragged, or it is not a string nor a sequence.
+    """
+    texts = _text_items(texts, what)
     clean = []
     for i, text in enumerate(texts):
         if text is None:
@@ -46,7 +79,10 @@ def check_texts(texts, what="texts"):
                     "with its encoding first, e.g. `text.decode('latin-1')`."
                 ) from None
         if not isinstance(text, str):
-            raise TypeError(f"`{what}[{i}]` must be a string. Received {type(text).__name__}: {text!r:.60}")
+            nested = (
+                f" `{what}` must be 1-D: one string per item." if isinstance(text, (list, tuple, np.ndarray)) else ""
+            )
+            raise TypeError(f"`{what}[{i}]` must be a string. Received {type(text).__name__}: {text!r:.60}.{nested}")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"

@@ -247,3 +247,57 @@ def test_from_preset_sequence_length_is_validated_not_replaced():
         SentenceEncoder.from_preset(path, sequence_length=0)  # was silently 256
     with pytest.raises(ValueError, match="`sequence_length` 1024 is above the backbone's `max_sequence_length` 512"):
         SentenceEncoder.from_preset(path, sequence_length=1024)
+
+
+# === Raw text: one check behind encode, predict and encoder(...) ===
+
+ENTRY_POINTS = {
+    "encode": lambda encoder, x: encoder.encode(x),
+    "predict": lambda encoder, x: encoder.predict(x, verbose=0),
+    "call": lambda encoder, x: np.asarray(encoder(x)),
+}
+
+
+def test_a_scalar_string_array_or_tensor_is_one_text_everywhere(encoder):
+    expected = encoder.encode("a cat")
+    for name, run in ENTRY_POINTS.items():
+        for single in ("a cat", b"a cat", np.array("a cat"), np.array(b"a cat"), tf.constant("a cat")):
+            got = run(encoder, single)
+            assert got.shape == (8,), (name, single)
+            np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def test_empty_input_gives_no_vectors_everywhere(encoder):
+    for name, run in ENTRY_POINTS.items():
+        for empty in ([], (), np.array([], dtype=str), tf.constant([], tf.string)):
+            got = run(encoder, empty)
+            assert got.shape == (0, 8) and got.dtype == np.float32, (name, empty)
+
+
+def test_text_arrays_and_tensors_agree_everywhere(encoder):
+    expected = encoder.encode(TEXTS)
+    for name, run in ENTRY_POINTS.items():
+        for texts in (tuple(TEXTS), np.array(TEXTS), np.array([t.encode() for t in TEXTS]), tf.constant(TEXTS)):
+            np.testing.assert_allclose(run(encoder, texts), expected, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (["a", None], ValueError, r"`texts\[1\]` is None"),
+        (np.array(["a", None], dtype=object), ValueError, r"`texts\[1\]` is None"),
+        (["a", 3], TypeError, r"`texts\[1\]` must be a string. Received int"),
+        ([1, 2], TypeError, r"`texts\[0\]` must be a string. Received int"),
+        ([["a", "b"]], TypeError, r"`texts\[0\]` must be a string. Received list.*`texts` must be 1-D"),
+        (np.array([["a", "b"]]), TypeError, r"must be 1-D .* 2-D array of shape \(1, 2\): `texts\[0\]` is an array"),
+        (tf.constant([["a", "b"]]), TypeError, r"must be 1-D .* 2-D tensor of shape \(1, 2\)"),
+        (tf.ragged.constant([["a"], ["b", "c"]]), TypeError, r"ragged tensor .*`texts\[0\]` is a list of strings"),
+        ([b"ok", b"caf\xe9"], ValueError, r"`texts\[1\]` is bytes that are not valid UTF-8"),
+        (np.array([b"ok", b"caf\xe9"]), ValueError, r"`texts\[1\]` is bytes that are not valid UTF-8"),
+        (tf.constant([b"ok", b"caf\xe9"]), ValueError, r"`texts\[1\]` is bytes that are not valid UTF-8"),
+    ],
+)
+def test_bad_text_is_the_same_clear_error_everywhere(encoder, bad, error, message):
+    for run in ENTRY_POINTS.values():
+        with pytest.raises(error, match=message):
+            run(encoder, bad)

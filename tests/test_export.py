@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -7,7 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import ROOT
 from conftest import tiny_encoder
+from harness import run_on_small_disk
+from harness import small_disk_available
 from sbert_keras import export
 from sbert_keras import export_saved_model
 from sbert_keras import int8
@@ -163,3 +167,61 @@ def test_int8_export_on_a_host_without_vnni_serves_float(int8_exports):
     assert served[good][1] == [export.UNCHECKED, export.USE_FLOAT], stderr[-2000:]
     assert "saturating-product error" in stderr
     assert min_cosine(served[good][0], expected) >= 0.999
+
+
+def test_saved_model_refuses_what_encode_refuses(tmp_path):
+    encoder = tiny_encoder(normalize=True)
+    path = export_saved_model(encoder, str(tmp_path / "sm" / "1"), precision="float32")
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    texts = ["a dog", "the cat sleeps \ufffd"]  # a valid U+FFFD is not taken for a bad byte
+    got = serve(text=tf.constant(texts))["embeddings"].numpy()
+    np.testing.assert_allclose(got, encoder.encode(texts, precision="float32"), atol=1e-5)
+    with pytest.raises(ValueError, match=r"`texts\[1\]` is bytes that are not valid UTF-8"):
+        encoder.encode([b"ok", b"caf\xe9"])
+    for bad, message in [
+        ([b"ok", b"caf\xe9"], r"`text\[1\]` is bytes that are not valid UTF-8"),
+        ([b"ok", b"ok", b"\xed\xa0\x80"], r"`text\[2\]` is bytes that are not valid UTF-8"),  # a lone surrogate
+        ([["a dog", "a cat"]], r"`text` must be a 1-D string tensor, one text per item; received shape \[1 2\]"),
+        ([["a dog"], ["a cat"]], r"received shape \[2 1\]"),
+        ("a dog", r"received shape \[\]"),
+    ]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            serve(text=tf.constant(bad))
+
+
+# The CLI with the size estimate taken away: the write itself meets the full disk.
+CLI_WITHOUT_ESTIMATE = """
+import sys
+from sbert_keras import cli, export
+export.saved_model_bytes = lambda endpoint: 0
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("estimate", ["checked before writing", "met while writing"])
+def test_export_to_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, estimate):
+    if not small_disk_available():
+        pytest.skip("needs root and unshare for a private tmpfs")
+    model = tmp_path / "tiny.keras"
+    tiny_encoder(normalize=True).save(model)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    target = disk / "sm" / "1"
+    cli = ["-m", "sbert_keras.cli"] if estimate == "checked before writing" else ["-c", CLI_WITHOUT_ESTIMATE]
+    command = [sys.executable, *cli, "export", "--model", str(model), "--output", str(target), "--precision", "float32"]
+    # The tiny SavedModel takes about 0.4 MB; what is left on the disk is listed before the mount goes.
+    script = '"$@"; code=$?; ls -A "$DISK"; exit $code'
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", DISK=str(disk))
+    done = run_on_small_disk(disk, "200k", ["sh", "-c", script, "sh", *command], env=env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stdout == ""  # no JSON result, and nothing left on the disk
+    assert "Traceback" not in done.stderr and "ResourceExhaustedError" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]  # the one line of the error
+    assert line.startswith(f"sbert-keras export: error: not enough disk space for {target}:"), line
+    if estimate == "checked before writing":
+        assert re.search(r"it needs about [0-9.]+ kB and [0-9.]+ kB are free; nothing was written", line)
+    else:
+        assert re.search(
+            r"the disk filled up while writing \([0-9.]+ kB were free, estimated [0-9.]+ kB\); nothing was written",
+            line,
+        )
