@@ -27,15 +27,38 @@ model.fit(dataset, epochs=3, callbacks=[backup])
 """
 
 import json
+import math
 import os
 import shutil
 import warnings
 
 import keras
+import tensorflow as tf
 
+from sbert_keras import diskspace
 from sbert_keras import outputs
 
 STATE = "state.json"
+# HDF5's bytes per stored variable (header, attributes, links: about 1.5 KB
+# measured on Keras weight files) and per file, rounded up.
+H5_BYTES_PER_VARIABLE = 2048
+H5_BYTES_PER_FILE = 65536
+
+
+def weights_bytes(model, include_optimizer=True):
+    """About the bytes a Keras save of `model`'s weights takes (never fewer).
+
+    Args:
+        model: a Keras model or layer.
+        include_optimizer: bool. Count the optimizer's variables too, as
+            `save_weights` and `Model.save` store them.
+    """
+    variables = list(model.variables)
+    optimizer = getattr(model, "optimizer", None)
+    if include_optimizer and optimizer is not None:
+        variables += list(optimizer.variables)
+    data = sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables)
+    return data + H5_BYTES_PER_VARIABLE * len(variables) + H5_BYTES_PER_FILE
 
 
 class StaleBackupError(ValueError):
@@ -85,6 +108,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         self.steps_done = steps_done
         self.history = {}
         self._state_path = os.path.join(backup_dir, STATE)
+        self._save_bytes = None  # `weights_bytes` of the model, at the first save
 
     def state(self):
         """The saved state (a dict), or None when there is no usable backup.
@@ -162,6 +186,9 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         name = f"weights-{epoch}-{steps}.weights.h5"
         if name == previous:
             name = f"weights-{epoch}-{steps}-b.weights.h5"
+        if self._save_bytes is None:
+            self._save_bytes = weights_bytes(self.model)
+        diskspace.check_free_space(os.path.join(self.backup_dir, name), self._save_bytes)
         outputs.replace_atomically(self.model.save_weights, os.path.join(self.backup_dir, name), suffix=".weights.h5")
         outputs.write_json(
             self._state_path,
