@@ -16,7 +16,9 @@ Here every save writes `weights-<n>.weights.h5` and then atomically replaces
 `state.json` (epoch, steps done in that epoch, the weights file, the run's
 fingerprint and the per-epoch history); the file a `state.json` names is
 always complete. A corrupt or unreadable backup is reported with a warning
-and training starts fresh.
+and training starts fresh. Each save first checks that the weights fit on
+the disk (`weights_bytes`); a full disk stops the run with one
+`diskspace.DiskFullError` naming the file and the bytes it needs.
 
 Example:
 ```python
@@ -181,14 +183,15 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         self._save(epoch + 1, 0)
 
     def _save(self, epoch, steps):
-        os.makedirs(self.backup_dir, exist_ok=True)
         previous = self._saved_weights_name()
         name = f"weights-{epoch}-{steps}.weights.h5"
         if name == previous:
             name = f"weights-{epoch}-{steps}-b.weights.h5"
         if self._save_bytes is None:
             self._save_bytes = weights_bytes(self.model)
+        # Before anything is written: a full disk leaves no empty or half-written backup.
         diskspace.check_free_space(os.path.join(self.backup_dir, name), self._save_bytes)
+        os.makedirs(self.backup_dir, exist_ok=True)
         outputs.replace_atomically(self.model.save_weights, os.path.join(self.backup_dir, name), suffix=".weights.h5")
         outputs.write_json(
             self._state_path,
