@@ -1,8 +1,8 @@
 """Free space checked before a write whose size is known, and one error for a full disk.
 
 A write that runs out of space half way leaves a truncated file and, with
-h5py, a cascade of errors at garbage collection (a Keras weights file
-killed that way crashed the interpreter). So where the size of a write is
+h5py, a cascade of errors at garbage collection that can end in a
+segmentation fault. So where the size of a write is
 known beforehand (a model's weights, an index), the caller checks it with
 `check_free_space`; a write that fails with `ENOSPC` anyway is reported as
 the same `DiskFullError` by `outputs.replace_atomically`.

@@ -303,10 +303,12 @@ def _temp_path(path, suffix=""):
 def _write_or_release(write, temp):
     """`write(temp)`; False when the disk filled up (`ENOSPC`), after freeing what it took.
 
-    h5py keeps a file whose write failed open, and every later flush of it
-    fails again (at exit, h5py's deallocation then crashed the interpreter).
-    Truncating the file gives its space back, so that once the failed
-    write's objects are collected their last flush succeeds quietly.
+    h5py keeps a file whose write failed open, and each later flush of it
+    fails again. Truncating the file gives its space back, so that the last
+    flushes, when the failed write's objects are collected, can succeed.
+    This is a fallback: when the disk fills inside HDF5's own metadata
+    writes, h5py can still crash the interpreter, so callers that know the
+    size check the free space first (`diskspace.check_free_space`).
 
     Args:
         write: callable taking the temporary path.
