@@ -16,7 +16,9 @@ Here every save writes `weights-<n>.weights.h5` and then atomically replaces
 `state.json` (epoch, steps done in that epoch, the weights file, the run's
 fingerprint and the per-epoch history); the file a `state.json` names is
 always complete. A corrupt or unreadable backup is reported with a warning
-and training starts fresh.
+and training starts fresh. Each save first checks that the weights fit on
+the disk (`weights_bytes`); a full disk stops the run with one
+`disk_space.DiskFullError` naming the file and the bytes it needs.
 
 Example:
 ```python
@@ -27,15 +29,38 @@ model.fit(dataset, epochs=3, callbacks=[backup])
 """
 
 import json
+import math
 import os
 import shutil
 import warnings
 
 import keras
+import tensorflow as tf
 
+from sbert_keras import disk_space
 from sbert_keras import outputs
 
 STATE = "state.json"
+# HDF5's bytes per stored variable (header, attributes, links: about 1.5 KB
+# measured on Keras weight files) and per file, rounded up.
+H5_BYTES_PER_VARIABLE = 2048
+H5_BYTES_PER_FILE = 65536
+
+
+def weights_bytes(model, include_optimizer=True):
+    """About the bytes a Keras save of `model`'s weights takes (never fewer).
+
+    Args:
+        model: a Keras model or layer.
+        include_optimizer: bool. Count the optimizer's variables too, as
+            `save_weights` and `Model.save` store them.
+    """
+    variables = list(model.variables)
+    optimizer = getattr(model, "optimizer", None)
+    if include_optimizer and optimizer is not None:
+        variables += list(optimizer.variables)
+    data = sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables)
+    return data + H5_BYTES_PER_VARIABLE * len(variables) + H5_BYTES_PER_FILE
 
 
 class StaleBackupError(ValueError):
@@ -85,6 +110,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         self.steps_done = steps_done
         self.history = {}
         self._state_path = os.path.join(backup_dir, STATE)
+        self._save_bytes = None  # `weights_bytes` of the model, at the first save
 
     def state(self):
         """The saved state (a dict), or None when there is no usable backup.
@@ -157,11 +183,15 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         self._save(epoch + 1, 0)
 
     def _save(self, epoch, steps):
-        os.makedirs(self.backup_dir, exist_ok=True)
         previous = self._saved_weights_name()
         name = f"weights-{epoch}-{steps}.weights.h5"
         if name == previous:
             name = f"weights-{epoch}-{steps}-b.weights.h5"
+        if self._save_bytes is None:
+            self._save_bytes = weights_bytes(self.model)
+        # Before anything is written: a full disk leaves no empty or half-written backup.
+        disk_space.check_free_space(os.path.join(self.backup_dir, name), self._save_bytes)
+        os.makedirs(self.backup_dir, exist_ok=True)
         outputs.replace_atomically(self.model.save_weights, os.path.join(self.backup_dir, name), suffix=".weights.h5")
         outputs.write_json(
             self._state_path,

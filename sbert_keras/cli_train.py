@@ -5,7 +5,8 @@ commands (`sbert_keras.cli_commands`) because it is the largest: every flag
 is checked against `--objective` before a model loads, the training file is
 read by the objective's reader (`cli_commands.read_examples`), and the run
 goes to `<output>.partial`, which resumes when interrupted, before it is
-renamed to `--output`. The training itself is `training.train_objective`;
+renamed to `--output`. While it runs, `<output>.lock` (`output_lock`) holds
+its pid, and a second run into the same `--output` is refused. The training itself is `training.train_objective`;
 it and Keras are imported inside the command, as in `cli_commands`, so that
 `sbert-keras --help` imports no TensorFlow.
 
@@ -21,16 +22,19 @@ cmd_train(args)  # {"objective": "cosent", "history": {...}, "encoder": "runs/co
 import hashlib
 import math
 import os
+import shutil
 import tempfile
 import time
 import warnings
 
 from sbert_keras import data
+from sbert_keras import disk_space
 from sbert_keras import outputs
 from sbert_keras.cli_commands import check_flag
 from sbert_keras.cli_commands import evaluate_all
 from sbert_keras.cli_commands import load_encoder
 from sbert_keras.cli_commands import read_examples
+from sbert_keras.output_lock import OutputLock
 
 
 def file_sha256(path):
@@ -62,7 +66,6 @@ def cmd_train(args):
 
 def train_command(args):
     """The body of `cmd_train`, under the run's dtype policy."""
-    from sbert_keras import backup
     from sbert_keras import distributed
     from sbert_keras import training
 
@@ -79,6 +82,7 @@ def train_command(args):
     if not math.isfinite(args.lr) or args.lr <= 0:
         raise ValueError(f"--lr must be a finite number > 0; received {args.lr!r}.")
     model_kwargs = train_model_kwargs(args)
+    drop_leftover_backup(args.output)
     target = outputs.prepare_dir(args.output, overwrite=args.overwrite)
     train = read_examples(args.train, args.objective, args.limit)
     if not len(train):
@@ -93,6 +97,32 @@ def train_command(args):
         raise ValueError(f"--train {args.train} does not fit --objective {args.objective}: {error}") from None
     dev = read_examples(args.dev) if args.dev else None
     created = outputs.first_missing_folder(target)
+    try:
+        with OutputLock(target):
+            return train_into(args, target, train, dev, strategy, model_kwargs)
+    finally:
+        outputs.remove_empty_folders(os.path.dirname(target), created)  # made for a run that failed
+
+
+def train_into(args, target, train, dev, strategy, model_kwargs):
+    """Trains into `<target>.partial` and renames it to `target`; the caller holds the output's lock.
+
+    Until the rename, the working folder keeps the backup, so a run killed
+    at any point (even with the encoder and model saved) resumes where it
+    was; the backup is deleted only from the renamed, complete folder.
+
+    Args:
+        args: the parsed `train` arguments.
+        target: str. The absolute `--output` folder.
+        train: the training examples.
+        dev: the dev examples or None.
+        strategy: a `tf.distribute` strategy or None.
+        model_kwargs: dict. `train_model_kwargs(args)`.
+    """
+    from sbert_keras import backup
+    from sbert_keras import training
+
+    outputs.prepare_dir(target, overwrite=args.overwrite)  # again, now that no other run can write it
     work = outputs.partial_dir(target)
     try:
         precision = training.set_precision(args.precision)
@@ -124,8 +154,11 @@ def train_command(args):
             **model_kwargs,
         )
         seconds = time.perf_counter() - start
-        outputs.replace_atomically(encoder.save, os.path.join(work, "encoder.keras"), ".keras")
-        outputs.replace_atomically(model.save, os.path.join(work, "model.keras"), ".keras")
+        outputs.pause_for_tests("final save")
+        for saved, name, with_optimizer in ((encoder, "encoder.keras", False), (model, "model.keras", True)):
+            path = os.path.join(work, name)
+            disk_space.check_free_space(path, backup.weights_bytes(saved, include_optimizer=with_optimizer))
+            outputs.replace_atomically(saved.save, path, ".keras")
         report = {
             "objective": args.objective,
             "model": args.model,
@@ -141,12 +174,24 @@ def train_command(args):
             "encoder": os.path.join(args.output, "encoder.keras"),
         }
         outputs.write_json(os.path.join(work, "metrics.json"), report)
-        backup.RunBackup(os.path.join(work, "backup")).delete()
         outputs.finalize_dir(work, target, {"command": "train", "files": list(outputs.RUN_FILES)})
     except BaseException:
-        outputs.remove_partial(work, created)  # kept only when it holds a backup to resume
+        outputs.remove_partial(work)  # kept only when it holds a backup to resume
         raise
+    outputs.pause_for_tests("backup deletion")
+    backup.RunBackup(os.path.join(target, "backup")).delete()
     return report
+
+
+def drop_leftover_backup(output):
+    """Deletes the backup a run killed just after its final rename left in its complete `output`.
+
+    Args:
+        output: str. The `--output` folder.
+    """
+    leftover = os.path.join(output, "backup")
+    if outputs.is_complete(output) and os.path.isdir(leftover):
+        shutil.rmtree(leftover)
 
 
 def train_model_kwargs(args):

@@ -28,6 +28,8 @@ outputs.check_complete("runs/sts")                          # passes
 ```
 """
 
+import errno
+import gc
 import json
 import os
 import shutil
@@ -45,6 +47,8 @@ MARKER = "complete.json"
 PARTIAL_SUFFIX = ".partial"
 # The files by which a folder is recognised as an sbert_keras training output.
 RUN_FILES = ("encoder.keras", "model.keras", "metrics.json")
+# What makes a working folder worth keeping: a training backup's state.
+RESUMABLE = os.path.join("backup", "state.json")
 # What a folder may hold to be replaced with `overwrite` (our outputs, a SavedModel).
 REPLACEABLE = {
     *RUN_FILES,
@@ -284,10 +288,19 @@ def remove_partial(work, created=None):
         created: str or None. The outermost parent folder this run created
             (`first_missing_folder` before the work): removed too if empty.
     """
-    if not work or not os.path.isdir(work) or os.path.isdir(os.path.join(work, "backup")):
+    if not work or os.path.isfile(os.path.join(work, RESUMABLE)):
         return
     shutil.rmtree(work, ignore_errors=True)
-    folder = os.path.dirname(os.path.abspath(work))
+    remove_empty_folders(os.path.dirname(os.path.abspath(work)), created)
+
+
+def remove_empty_folders(folder, created):
+    """Removes `folder` and its parents up to `created` while they are empty.
+
+    Args:
+        folder: str. The innermost folder.
+        created: str or None. The outermost folder a run created (None: nothing).
+    """
     while created and os.path.commonpath([folder, created]) == created:
         if not os.path.isdir(folder) or os.listdir(folder):
             break
@@ -302,6 +315,31 @@ def _temp_path(path, suffix=""):
     return temp
 
 
+def _write_or_release(write, temp):
+    """`write(temp)`; False when the disk filled up (`ENOSPC`), after freeing what it took.
+
+    h5py keeps a file whose write failed open, and each later flush of it
+    fails again. Truncating the file gives its space back, so that the last
+    flushes, when the failed write's objects are collected, can succeed.
+    This is a fallback: when the disk fills inside HDF5's own metadata
+    writes, h5py can still crash the interpreter, so callers that know the
+    size check the free space first (`disk_space.check_free_space`).
+
+    Args:
+        write: callable taking the temporary path.
+        temp: str. The temporary file.
+    """
+    try:
+        write(temp)
+        return True
+    except OSError as error:  # h5py, zipfile and open() report a full disk with ENOSPC
+        if error.errno != errno.ENOSPC:
+            raise
+        os.truncate(temp, 0)
+    gc.collect()  # the failed write's objects, no longer held by the exception
+    return False
+
+
 def replace_atomically(write, path, suffix=""):
     """Calls `write(temp_path)`, then moves the temporary file onto `path`.
 
@@ -313,7 +351,9 @@ def replace_atomically(write, path, suffix=""):
     """
     temp = _temp_path(path, suffix)
     try:
-        write(temp)
+        if not _write_or_release(write, temp):
+            os.remove(temp)
+            raise DiskFullError(path, None, free_bytes(path))
         os.chmod(temp, 0o666 & ~_umask())  # mkstemp made it private
         pause_for_tests(f"write of {os.path.basename(path)}")
         os.replace(temp, path)

@@ -97,12 +97,31 @@ def data_hash(examples):
     return digest.hexdigest()
 
 
-def _without_names(config):
-    """A config without its `name` keys (Keras numbers them per process)."""
+# Config entries that KerasHub fills from a Python set (a BPE tokenizer's
+# special and unsplittable tokens): their order follows PYTHONHASHSEED, so it
+# says nothing about the run.
+SET_VALUED_KEYS = frozenset({"unsplittable_tokens", "special_tokens"})
+
+
+def _canonical_entry(key, value):
+    if key in SET_VALUED_KEYS and isinstance(value, list):
+        return sorted(value, key=str)
+    return canonical_config(value)
+
+
+def canonical_config(config):
+    """A config as the same run gives it in any process.
+
+    Drops the `name` keys (Keras numbers them per process) and sorts the
+    lists of `SET_VALUED_KEYS`, whose order changes with `PYTHONHASHSEED`.
+
+    Args:
+        config: a (nested) `get_config()` dict.
+    """
     if isinstance(config, dict):
-        return {k: _without_names(v) for k, v in config.items() if k != "name"}
+        return {key: _canonical_entry(key, value) for key, value in config.items() if key != "name"}
     if isinstance(config, (list, tuple)):
-        return [_without_names(v) for v in config]
+        return [canonical_config(v) for v in config]
     return config
 
 
@@ -111,9 +130,17 @@ def run_fingerprint(objective, encoder, train, dev, **settings):
 
     Two calls of `train_objective` resume each other's backup only when this
     is equal (the encoder's weights are not part of it: a restarted process
-    builds the encoder again before the backup restores its weights).
+    builds the encoder again before the backup restores its weights). It is
+    the same in every process: the config goes through `canonical_config`.
+
+    Args:
+        objective: str. The objective's name.
+        encoder: the `SentenceEncoder` being trained.
+        train: the training examples (a data dataclass).
+        dev: the dev examples or None.
+        **settings: JSON-serialisable hyperparameters and run facts.
     """
-    config = json.dumps(_without_names(encoder.get_config()), sort_keys=True, default=str)
+    config = json.dumps(canonical_config(encoder.get_config()), sort_keys=True, default=str)
     return {
         "objective": objective,
         "encoder_config": hashlib.sha256(config.encode()).hexdigest(),

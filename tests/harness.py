@@ -21,13 +21,21 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 
 import keras
 import numpy as np
 import tensorflow as tf
 from keras import tree
+
+from conftest import ROOT
+from sbert_keras import outputs
+
+# A `$SBERT_KERAS_TEST_PAUSE_AT` that matches no stage: every stage is logged, none pauses.
+LOG_STAGES = "log stages only"
 
 MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
 
@@ -292,3 +300,80 @@ def run_cli_on_small_disk(disk, size, args, fill=False, env=None, timeout=600):
     done = run_on_small_disk(disk, size, argv, env=env, timeout=timeout)
     lines = done.stdout.strip().splitlines()
     return done, json.loads(lines[-1]) if lines else None
+
+
+def cli_env(pause_at=None, **extra):
+    """The environment of a CLI subprocess: this checkout first, quiet TensorFlow, `extra` variables.
+
+    Args:
+        pause_at: str or None. `outputs.PAUSE_ENV`: a stage to pause at
+            (`LOG_STAGES` logs every stage and pauses at none).
+        **extra: more variables (e.g. `PYTHONHASHSEED="1"`).
+    """
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", **extra)
+    env.pop(outputs.PAUSE_ENV, None)
+    if pause_at:
+        env[outputs.PAUSE_ENV] = pause_at
+    return env
+
+
+def start_until_paused(args, pause_at, timeout=600, **extra_env):
+    """Starts the CLI in a subprocess and returns it, alive, once it pauses at the stage `pause_at`.
+
+    Args:
+        args: the CLI arguments.
+        pause_at: str. A stage name, or part of one (see `outputs.pause_for_tests`).
+        timeout: seconds to wait for the pause.
+        **extra_env: more environment variables.
+
+    Returns:
+        `(process, stages)`: the paused `Popen` (the caller kills it) and the stage lines logged.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbert_keras.cli", *map(str, args)],
+        env=cli_env(pause_at, **extra_env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    stages = []
+    try:
+        for line in proc.stderr:
+            if line.startswith("sbert-keras test: "):
+                stages.append(line.strip())
+                if "paused at" in line:
+                    break
+    finally:
+        timer.cancel()
+    if not (stages and "paused at" in stages[-1]):
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"never reached {pause_at!r}: {stages}")
+    return proc, stages
+
+
+def run_until_paused(args, pause_at, timeout=600, **extra_env):
+    """Runs the CLI in a subprocess and SIGKILLs it inside the save named `pause_at`; returns the stages."""
+    proc, stages = start_until_paused(args, pause_at, timeout, **extra_env)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    return stages
+
+
+def run_cli_logging_stages(args, timeout=600, **extra_env):
+    """Runs the CLI in a subprocess to the end, logging its save stages.
+
+    Returns:
+        `(completed_process, stages)`: text output, and the stage lines of its stderr.
+    """
+    done = subprocess.run(
+        [sys.executable, "-m", "sbert_keras.cli", *map(str, args)],
+        env=cli_env(LOG_STAGES, **extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done, [line for line in done.stderr.splitlines() if line.startswith("sbert-keras test: ")]

@@ -3,10 +3,8 @@
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 
 import keras
 import numpy as np
@@ -16,6 +14,7 @@ from conftest import ROOT
 from conftest import minilm_path
 from conftest import shared_path
 from conftest import tiny_encoder
+from harness import run_until_paused
 from sbert_keras import SentenceEncoder
 from sbert_keras import outputs
 from sbert_keras.cli import main
@@ -420,33 +419,6 @@ def test_encode_reports_the_file_it_writes(capsys, tmp_path, encoder_file):
     out = run_cli(capsys, "encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "emb")
     assert out["output"] == str(tmp_path / "emb.npy")
     assert np.load(out["output"]).shape == (6, 8)
-
-
-def run_until_paused(args, pause_at, timeout=600):
-    """Runs the CLI in a subprocess and SIGKILLs it inside the save named `pause_at`."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", **{outputs.PAUSE_ENV: pause_at})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbert_keras.cli", *map(str, args)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    stages = []
-    try:
-        for line in proc.stderr:
-            if line.startswith("sbert-keras test: "):
-                stages.append(line.strip())
-                if "paused at" in line:
-                    proc.send_signal(signal.SIGKILL)
-                    break
-    finally:
-        timer.cancel()
-        proc.wait()
-    assert stages and "paused at" in stages[-1], f"never reached {pause_at!r}: {stages}"
-    return stages
 
 
 def test_train_killed_mid_epoch_and_during_the_final_save_resumes_and_completes(capsys, tmp_path, files, encoder_file):

@@ -390,3 +390,21 @@ def test_cosent_and_angle_refuse_what_does_not_fit():
         training.objective_inputs("angle", data.SentencePairs(A[:2], B[:2], np.array([1.0, np.nan])))
     with pytest.raises(ValueError, match="matryoshka_dims"):
         training.train_objective("angle", tiny_encoder(), SCORED, batch_size=4, verbose=0, matryoshka_dims=(8, 4))
+
+
+def test_run_fingerprint_ignores_the_set_order_of_bpe_special_tokens():
+    """KerasHub's BPE tokenizer lists its unsplittable tokens in set order, which
+    follows PYTHONHASHSEED: two processes of one run must still agree."""
+    encoder = tiny_encoder(kind="roberta")
+    pairs = data.SentencePairs(A[:4], B[:4], np.linspace(0, 1, 4))
+    tokenizer = encoder.preprocessor.tokenizer
+    tokens = list(tokenizer.unsplittable_tokens)
+    assert len(set(tokens)) > 1
+    first = training.run_fingerprint("regression", encoder, pairs, None, epochs=1)
+    tokenizer.unsplittable_tokens = tokens[::-1]
+    assert training.run_fingerprint("regression", encoder, pairs, None, epochs=1) == first
+    # The config's other lists keep their order: they are not sets.
+    assert training.canonical_config({"name": "x", "a": [3, 1], "special_tokens": ["b", "a"]}) == {
+        "a": [3, 1],
+        "special_tokens": ["a", "b"],
+    }
