@@ -17,6 +17,7 @@ pool's threads.
 """
 
 import collections
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,9 +25,17 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
+from sbert_keras import cold_start
 from sbert_keras.checks import check_positive_int
 from sbert_keras.defaults import CONCURRENT_BATCHES
 from sbert_keras.preprocessor import check_texts
+
+# Texts of different lengths for `warmup`: a single query, then batches of two.
+WARMUP_TEXTS = (
+    "A man is playing a guitar.",
+    "A dog runs in the park.",
+    "Two women are sitting on a bench in the park, talking about the weather and the news.",
+)
 
 
 def encode_texts(engine, texts, batch_size, normalize, show_progress, precision, prompt=None, truncate_dim=None):
@@ -44,17 +53,11 @@ def encode_texts(engine, texts, batch_size, normalize, show_progress, precision,
     encoder = engine.encoder
     out = np.zeros((len(texts), encoder.embedding_dim), "float32")
     show = show_progress or (show_progress is None and len(texts) > 8 * batch_size)
-    if 0 < len(texts) <= batch_size and not show:
-        out, num_truncated = engine.query(texts, precision)
-    elif texts:
-        ids, num_truncated = encoder.preprocessor.tokenize(texts)
-        pad = encoder.preprocessor.tokenizer.pad_token_id
-        from sbert_keras import inference  # the engine imports this module
-
-        run = engine.runner(precision)
-        # An `xnnpack.Runner` spreads each call over all cores itself (`max_concurrency` 1).
-        concurrency = 1 if inference.has_gpu() else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
-        run_batches(run, ids, pad, batch_size, out, show, concurrency)
+    first = bool(texts) and precision not in engine.prepared  # self-checks and compilation ahead
+    with cold_start.status(encoder, precision, first and show_progress is not False):
+        out, num_truncated = run_texts(engine, texts, batch_size, show, precision, out)
+    if first:
+        engine.prepared.add(precision)
     if texts:
         report_truncation(encoder, num_truncated, len(texts))
     if truncate_dim is not None and truncate_dim < out.shape[1]:
@@ -62,6 +65,43 @@ def encode_texts(engine, texts, batch_size, normalize, show_progress, precision,
     if encoder.normalize if normalize is None else normalize:
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
     return out[0] if single else out
+
+
+def run_texts(engine, texts, batch_size, show, precision, out):
+    """Fills `out` with the pooled vectors of the checked `texts`; returns `(out, number truncated)`.
+
+    A few texts without a progress bar go through `engine.query` (one
+    call); more go in length-sorted batches (`run_batches`).
+    """
+    if not texts:
+        return out, 0
+    if len(texts) <= batch_size and not show:
+        return engine.query(texts, precision)
+    encoder = engine.encoder
+    ids, num_truncated = encoder.preprocessor.tokenize(texts)
+    pad = encoder.preprocessor.tokenizer.pad_token_id
+    from sbert_keras import inference  # the engine imports this module
+
+    run = engine.runner(precision)
+    # An `xnnpack.Runner` spreads each call over all cores itself (`max_concurrency` 1).
+    concurrency = 1 if inference.has_gpu() else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
+    run_batches(run, ids, pad, batch_size, out, show, concurrency)
+    return out, num_truncated
+
+
+def warmup(engine, precision="auto", verbose=True):
+    """Runs every first-use self-check and compilation of `precision` now; returns the seconds taken.
+
+    One single query and one batch of `WARMUP_TEXTS` go through the engine as
+    `encode` would send them (see `SentenceEncoder.warmup`).
+    """
+    start = time.perf_counter()
+    with cold_start.status(engine.encoder, precision, verbose and precision not in engine.prepared):
+        engine.query(list(WARMUP_TEXTS[:1]), precision)
+        out = np.zeros((len(WARMUP_TEXTS), engine.encoder.embedding_dim), "float32")
+        run_texts(engine, list(WARMUP_TEXTS), 2, False, precision, out)
+    engine.prepared.add(precision)
+    return time.perf_counter() - start
 
 
 def strings_function(preprocessor, run, changed=None):

@@ -108,6 +108,25 @@ class EncodingMixin(RawTextMixin):
             pooled = layer(pooled)
         return pooled
 
+    def warmup(self, precision="auto", verbose=True):
+        """Runs the first-use self-checks and compilations of `precision` now; returns the seconds taken.
+
+        For a server: call it at start-up so that the first request runs at
+        full speed. Verdicts and XLA graphs are also cached on disk
+        (`sbert_keras.cold_start`), so a second process with the same model
+        warms up faster.
+
+        Args:
+            precision: str. As in `encode`.
+            verbose: bool. Write a status line on stderr.
+
+        Example:
+        ```python
+        seconds = encoder.warmup()  # then encoder.encode("query") is fast
+        ```
+        """
+        return batching.warmup(self.engine, precision, verbose)
+
     def load_weights(self, *args, **kwargs):
         result = super().load_weights(*args, **kwargs)
         self.engine.invalidate()

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbert_keras import batching
+from sbert_keras import cold_start
 from sbert_keras import fused
 from sbert_keras import int8
 from sbert_keras import int8_quantize
@@ -206,6 +207,9 @@ class InferenceEngine:
         self._quantized = None  # fused.quantized_layers(encoder), asked once
         self.xnnpack = xnnpack.Int8Route(self)  # int8 through TFLite's XNNPACK, checked on first use
         self.small_query = small_query.SmallQuery(self)  # one short text: XLA float32
+        self.verdict_cache = cold_start.VerdictCache(encoder)  # self-check verdicts of earlier processes
+        self.prepared = set()  # precisions whose first call is done (`cold_start.status`)
+        cold_start.enable_xla_cache()
 
     def invalidate(self):
         """Marks the cast weights stale: they are re-computed on the next call."""
@@ -263,9 +267,12 @@ class InferenceEngine:
             if reason is not None:
                 self._verdicts[precision] = False
             else:
-                reference = self.keras_function("float32")
-                passed = probe_check(self.encoder, reference, self.fused_function(precision), precision)
-                self._verdicts[precision] = passed
+
+                def check():
+                    reference = self.keras_function("float32")
+                    return probe_check(self.encoder, reference, self.fused_function(precision), precision)
+
+                self._verdicts[precision] = self.verdict_cache.verdict("fused", precision, check)
         return self._verdicts[precision]
 
     def plan(self, precision="auto"):
@@ -315,10 +322,12 @@ class InferenceEngine:
         return graph_query(self, texts, kind, precision)
 
     def current_weights(self, precision):
-        """The `FusedWeights` of `precision` (made by its self-check), re-cast if marked stale or written.
+        """The `FusedWeights` of `precision`, re-cast if marked stale or written.
 
         The exact check of Keras writes only (`FusedWeights.written`, no graph call); the caller's graph
         call runs the sampled fingerprint (`FusedWeights.changed`) beside its forward pass."""
+        if precision not in self._weights:  # a verdict from `verdict_cache`: nothing made yet
+            return self.fused_weights(precision)
         weights = self._weights[precision]
         if precision in self._stale or weights.written():
             weights.sync(force=True)

@@ -152,7 +152,8 @@ class Int8Route:
     def accepted(self):
         """Whether int8 may run here: `available()`, a fused-graph model, and `check` on first use."""
         if self.verdict is None:
-            self.verdict = available() and fused.unsupported_reason(self.engine.encoder) is None and self.check()
+            supported = available() and fused.unsupported_reason(self.engine.encoder) is None
+            self.verdict = supported and self.engine.verdict_cache.verdict("XNNPACK int8", "int8", self.check)
         return self.verdict
 
     def check(self):

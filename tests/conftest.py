@@ -9,6 +9,8 @@ import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# No verdict or XLA cache shared between tests (tests/test_cold_start.py turns it on in tmp folders).
+os.environ["SBERT_KERAS_CACHE_DIR"] = ""
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402

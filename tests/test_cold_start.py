@@ -1,0 +1,85 @@
+"""Cold start: the status line, `warmup`, self-check verdicts cached across processes, XLA's disk cache."""
+
+import os
+
+import numpy as np
+import pytest
+
+from conftest import tiny_encoder
+from sbert_keras import cold_start
+from sbert_keras import inference
+
+TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa"]
+
+
+def test_the_first_call_says_what_it_prepares_and_later_calls_are_quiet(capsys):
+    encoder = tiny_encoder()
+    encoder.encode(TEXTS[0], precision="float32")
+    err = capsys.readouterr().err
+    assert "preparing 'sentence_encoder' for float32 inference" in err and "ready in" in err
+    encoder.encode(TEXTS, precision="float32")
+    assert "preparing" not in capsys.readouterr().err
+    encoder.encode(TEXTS, precision="bfloat16", show_progress=False)
+    assert "preparing" not in capsys.readouterr().err
+
+
+def test_warmup_does_the_first_use_work_ahead(capsys):
+    encoder = tiny_encoder()
+    seconds = encoder.warmup("float32")
+    assert seconds > 0 and "ready in" in capsys.readouterr().err
+    assert encoder.engine.check("float32") is not None and "float32" in encoder.engine.prepared
+    assert encoder.engine.small_query.verdict is not None  # the single-query path was checked
+    single = encoder.encode(TEXTS[0], precision="float32")
+    assert capsys.readouterr().err == ""
+    np.testing.assert_allclose(single, encoder.encode(TEXTS, precision="float32")[0], atol=1e-5)
+    assert encoder.warmup("float32", verbose=False) >= 0
+
+
+def test_verdicts_are_reused_by_a_later_encoder_with_the_same_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    first = tiny_encoder(seed=4)
+    expected = first.encode(TEXTS, precision="float32")
+    (stored,) = (tmp_path / "verdicts").iterdir()
+    assert '"fused/float32": true' in stored.read_text()
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError("the self-check ran again")
+
+    monkeypatch.setattr(inference, "probe_check", no_probe)
+    again = tiny_encoder(seed=4)  # a new process would build the same model
+    np.testing.assert_allclose(again.encode(TEXTS, precision="float32"), expected, atol=1e-6)
+    assert again.engine.plan("float32") == ("fused", "float32")
+
+    other = tiny_encoder(seed=5)  # other weights: another key, so it is checked
+    with pytest.raises(AssertionError, match="ran again"):
+        other.encode(TEXTS, precision="float32")
+
+
+def test_a_stored_failure_warns_and_keeps_the_keras_graph(tmp_path, monkeypatch):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    encoder = tiny_encoder(seed=6)
+    cold_start.VerdictCache(encoder).put("fused", "float32", False)
+    with pytest.warns(UserWarning, match="failed its self-check on this machine before"):
+        assert encoder.engine.plan("float32") == ("keras", "float32")
+
+
+def test_an_unusable_cache_is_ignored(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(blocker))
+    encoder = tiny_encoder(seed=7)
+    assert encoder.encode(TEXTS, precision="float32").shape == (2, 8)
+
+
+def test_the_xla_cache_is_set_unless_the_user_set_one_or_turned_the_cache_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    cold_start.enable_xla_cache()
+    assert os.environ["TF_XLA_FLAGS"] == f"--tf_xla_persistent_cache_directory={tmp_path / 'xla'}"
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_persistent_cache_directory=/mine")
+    cold_start.enable_xla_cache()
+    assert os.environ["TF_XLA_FLAGS"] == "--tf_xla_persistent_cache_directory=/mine"
+    monkeypatch.setenv(cold_start.CACHE_ENV, "")
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=0")
+    cold_start.enable_xla_cache()
+    assert os.environ["TF_XLA_FLAGS"] == "--tf_xla_auto_jit=0"
