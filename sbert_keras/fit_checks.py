@@ -133,7 +133,7 @@ def check_fit_inputs(model, x, y=None, sample_weight=None, validation_data=None)
         return
     if isinstance(x, dict):
         columns = {f"x[{key!r}]": value for key, value in x.items()}
-    elif isinstance(x, (tuple, list)):
+    elif isinstance(x, (tuple, list)) and not all(isinstance(v, str) for v in x):
         columns = {f"x[{i}] ({role})": value for i, (role, value) in enumerate(zip(model.active_roles, x))}
     else:
         columns = {"x": x}

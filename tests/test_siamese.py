@@ -9,6 +9,7 @@ from conftest import tiny_encoder
 from harness import run_model_saving_test
 from harness import run_serialization_test
 from sbert_keras import defaults
+from sbert_keras import fit_checks
 from sbert_keras import siamese
 
 A = np.array(
@@ -313,3 +314,11 @@ def test_inputs_of_different_lengths_name_the_arguments_and_both_lengths(encoder
         model.fit((A, B[:5]), np.zeros(8, "float32"), batch_size=4, verbose=0)
     with pytest.raises(ValueError, match=r"`sample_weight` has 3 rows"):
         model.fit((A, B), np.zeros(8, "float32"), sample_weight=np.ones(3), batch_size=4, verbose=0)
+
+
+def test_a_single_text_column_counts_as_one_input():
+    model = sk.BatchHardTripletModel(tiny_encoder())
+    model.compile()
+    fit_checks.check_fit_inputs(model, ["a cat", "a dog"], np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"`x` has 2, `y` has 3 rows"):
+        fit_checks.check_fit_inputs(model, ["a cat", "a dog"], np.array([0, 1, 1]))
