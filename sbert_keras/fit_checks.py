@@ -68,6 +68,11 @@ class LabelRange:
     integer: bool = False
     hint: str = ""
 
+    @property
+    def safe(self):
+        """An allowed label (`low`, or 0 when unbounded)."""
+        return self.low if math.isfinite(self.low) else 0.0
+
     def ok(self, labels):
         """Elementwise: which of `labels` (array or tensor) are allowed."""
         y = ops.cast(labels, "float32")
@@ -313,9 +318,13 @@ class CheckedTraining:
     def train_step(self, data):
         """Keras' train step, applied only when `apply_checked_step` allows it."""
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        spec = self.label_range()
+        # Labels out of range reach the loss as an allowed value (the step is refused anyway):
+        # some kernels (sparse cross-entropy on CPU) raise on them before the check can name the batch.
+        y_loss = y if spec is None or y is None else ops.where(spec.ok(y), y, ops.cast(spec.safe, y.dtype))
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            loss = self._compute_loss(x=x, y=y_loss, y_pred=y_pred, sample_weight=sample_weight, training=True)
             scaled = loss if self.optimizer is None else self.optimizer.scale_loss(loss)
         gradients = tape.gradient(scaled, self.trainable_weights)
         tracked = unscale_loss_for_distribution(loss)
