@@ -181,7 +181,8 @@ def step_check(loss, gradients, y, label_range, check_gradients):
         check_gradients: bool. Also require finite gradients.
 
     Under a `tf.distribute` strategy the outcome is all-reduced, so every
-    replica applies the step or none does.
+    replica applies the step or none does (the label span logged is the
+    replica's own).
     """
     label_ok = tf.constant(True)
     label_min = label_max = tf.constant(0.0)
@@ -194,14 +195,14 @@ def step_check(loss, gradients, y, label_range, check_gradients):
     if check_gradients:
         values = [g.values if isinstance(g, tf.IndexedSlices) else g for g in gradients if g is not None]
         grads_ok = ops.all(ops.stack([ops.all(ops.isfinite(v)) for v in values])) if values else grads_ok
+    failures = ops.cast(ops.stack([~label_ok, ~loss_ok, ~grads_ok]), "float32")
+    if tf.distribute.has_strategy():  # any replica's failure refuses the step everywhere
+        failures = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, failures)
     code = tf.where(
-        ~label_ok, BAD_LABELS, tf.where(~loss_ok, NON_FINITE_LOSS, tf.where(~grads_ok, NON_FINITE_GRADIENTS, OK))
+        failures[0] > 0,
+        BAD_LABELS,
+        tf.where(failures[1] > 0, NON_FINITE_LOSS, tf.where(failures[2] > 0, NON_FINITE_GRADIENTS, OK)),
     )
-    if tf.distribute.has_strategy():
-        context = tf.distribute.get_replica_context()
-        code = context.all_reduce(tf.distribute.ReduceOp.MAX, code)
-        label_min = context.all_reduce(tf.distribute.ReduceOp.MIN, label_min)
-        label_max = context.all_reduce(tf.distribute.ReduceOp.MAX, label_max)
     logs = {"step_check": code, "step_loss": ops.cast(loss, "float32")}
     logs.update({"step_label_min": label_min, "step_label_max": label_max})
     return ops.equal(code, OK), logs
