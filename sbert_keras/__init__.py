@@ -91,6 +91,8 @@ _EXPORTS = {
     "RegressionSiamese": "siamese",
     "SiamesePreprocessor": "siamese",
     "TripletSiamese": "siamese",
+    "LabelRangeError": "fit_checks",
+    "NonFiniteLossError": "fit_checks",
     "BatchHardTripletModel": "embedding_models",
     "DistillationModel": "embedding_models",
     "CosineSimilarity": "similarity",

@@ -234,9 +234,8 @@ class CachedContrastiveSiamese(ContrastiveSiamese):
     def train_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         loss, y_pred, gradients = self.cached_gradients(x, y, sample_weight)
-        self._loss_tracker.update_state(loss, sample_weight=tf.shape(next(iter(x.values())))[0])
-        self.optimizer.apply_gradients(zip(gradients, self.trainable_weights, strict=True))
-        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        # Applied only with a finite loss and finite gradients (`fit_checks`).
+        return self.apply_checked_step(x, y, y_pred, sample_weight, loss, gradients, tracked_loss=loss)
 
     def cached_gradients(self, x, y=None, sample_weight=None):
         """The loss and the gradients of every trainable weight, by GradCache.

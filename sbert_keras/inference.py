@@ -210,20 +210,19 @@ class InferenceEngine:
         self.verdict_cache = cold_start.VerdictCache(encoder)  # self-check verdicts of earlier processes
         self.prepared = set()  # precisions whose first call is done (`cold_start.status`)
         cold_start.enable_xla_cache()
-
     def invalidate(self):
         """Marks the cast weights stale: they are re-computed on the next call."""
         self._stale = set(self._weights)
 
-    def fused_weights(self, precision):
-        """The `FusedWeights` of `precision`, synced with the encoder's weights."""
+    def fused_weights(self, precision, force=False):
+        """The `FusedWeights` of `precision`, synced with the encoder's weights (`force`: re-cast)."""
         if precision not in self._weights:
             stats = recipe = None
             if precision == "int8":
                 stats, recipe = int8_setup(self.encoder)
             self._weights[precision] = fused.FusedWeights(self.encoder.backbone, precision, stats, recipe)
         else:
-            self._weights[precision].sync(force=precision in self._stale)
+            self._weights[precision].sync(force=force or precision in self._stale)
             self._stale.discard(precision)
         return self._weights[precision]
 
@@ -326,12 +325,9 @@ class InferenceEngine:
 
         The exact check of Keras writes only (`FusedWeights.written`, no graph call); the caller's graph
         call runs the sampled fingerprint (`FusedWeights.changed`) beside its forward pass."""
-        if precision not in self._weights:  # a verdict from `verdict_cache`: nothing made yet
-            return self.fused_weights(precision)
-        weights = self._weights[precision]
-        if precision in self._stale or weights.written():
-            weights.sync(force=True)
-            self._stale.discard(precision)
+        weights = self._weights.get(precision)  # None after a verdict from `verdict_cache`
+        if weights is None or precision in self._stale or weights.written():
+            return self.fused_weights(precision, force=True)
         return weights
 
 

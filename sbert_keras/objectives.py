@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 from sbert_keras import data
+from sbert_keras import fit_checks
 from sbert_keras import siamese
 from sbert_keras.cached_siamese import CachedContrastiveSiamese
 from sbert_keras.cached_siamese import check_mini_batch_size
@@ -73,15 +74,8 @@ EXPECTED_EXAMPLES = {
 
 
 def check_labels(objective, labels, ok, expected):
-    """Raises naming the first item whose label fails `ok`."""
-    labels = np.asarray(labels, dtype="float64")
-    bad = np.flatnonzero(~ok(labels))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(
-            f"The {objective} objective needs {expected}; item {i} (0-based) has "
-            f"label {labels[i]:g} ({bad.size} such item(s))."
-        )
+    """Raises naming the first item whose label fails `ok` (`fit_checks.check_labels`)."""
+    fit_checks.check_labels(labels, ok, expected, f"The {objective} objective")
 
 
 def _from_nli(objective, examples, hard_negatives):

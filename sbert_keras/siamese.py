@@ -6,11 +6,13 @@ the encoder's preprocessor attached, `fit`/`evaluate`/`predict` take raw
 strings: a tuple `(a, b)` / `(anchor, positive, negative)` of string arrays
 or a `tf.data.Dataset` yielding such tuples (or dicts keyed by role).
 `compile()` with no arguments uses the objective's loss and Adam(2e-5).
+`fit` is checked (`fit_checks.CheckedTraining`): labels outside the loss's
+`label_range()` or inputs of different lengths are refused, and a step
+with a NaN or infinite loss is not applied and stops `fit`, naming the batch.
 """
 
 import keras
 import keras_hub
-import tensorflow as tf
 from keras import ops
 
 from sbert_keras.defaults import CONCATENATION
@@ -18,97 +20,33 @@ from sbert_keras.defaults import IN_BATCH_SCALE
 from sbert_keras.defaults import NLI_NUM_CLASSES
 from sbert_keras.defaults import PAPER_LEARNING_RATE  # also re-exported: `siamese.PAPER_LEARNING_RATE`
 from sbert_keras.encoder import restore_compile
+from sbert_keras.fit_checks import CheckedTraining
+from sbert_keras.fit_checks import LabelRange
+from sbert_keras.fit_checks import inner_loss
 from sbert_keras.losses import InBatchNegativesLoss
 from sbert_keras.losses import TripletLoss
 from sbert_keras.losses import triplet_settings
 from sbert_keras.losses_modern import AnglELoss
+from sbert_keras.losses_modern import CoSENTLoss
+from sbert_keras.losses_modern import OnlineContrastiveLoss
 from sbert_keras.matryoshka import MatryoshkaLoss
 from sbert_keras.matryoshka import MatryoshkaPrefixes
 from sbert_keras.replicas import ReplicaGather
+from sbert_keras.siamese_preprocessor import SiamesePreprocessor  # noqa: F401 (public here too)
 from sbert_keras.similarity import CosineSimilarity
 from sbert_keras.similarity import PairFeatures
 from sbert_keras.similarity import SimilarityMatrix
 from sbert_keras.similarity import TripletDistances
 
 
-@keras.saving.register_keras_serializable(package="sbert_keras")
-class SiamesePreprocessor(keras_hub.models.Preprocessor):
-    """Applies the encoder's preprocessor to each sentence of a pair/triplet.
-
-    Args:
-        preprocessor: the encoder's `SentenceEncoderPreprocessor`.
-        roles: tuple of str, the input sentences in order, e.g.
-            `("anchor", "positive", "negative")`.
-        dummy_labels: bool. Add all-zero labels when none are given (for
-            objectives whose target is implied by the batch).
-
-    Inputs `x` are a tuple/list in `roles` order or a dict keyed by role;
-    outputs are a flat dict `{f"{role}_{name}": tensor}`.
-    """
-
-    def __init__(self, preprocessor, roles, dummy_labels=False, **kwargs):
-        super().__init__(**kwargs)
-        self.preprocessor = preprocessor
-        self.roles = tuple(roles)
-        self.dummy_labels = dummy_labels
-
-    def build(self, input_shape):
-        self.built = True  # stateless: the wrapped preprocessor holds the vocabulary
-
-    def call(self, x, y=None, sample_weight=None):
-        if isinstance(x, dict) and f"{self.roles[0]}_token_ids" in x:
-            features = x  # already tokenised, e.g. by `siamese_dataset`
-        else:
-            features = self.tokenize_columns(x)
-        if y is None and self.dummy_labels:
-            y = tf.zeros(tf.shape(features[f"{self.roles[0]}_token_ids"])[:1])
-        return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
-
-    def tokenize_columns(self, x):
-        """Texts per role -> `{f"{role}_{name}": tensor}`."""
-        if isinstance(x, dict):
-            missing = [r for r in self.roles if r not in x]
-            if missing:
-                raise ValueError(f"Inputs miss the key(s) {missing}; expected {self.roles}.")
-            columns = [x[r] for r in self.roles]
-        else:
-            columns = list(x) if isinstance(x, (tuple, list)) else [x]
-            if len(columns) != len(self.roles):
-                raise ValueError(f"Expected {len(self.roles)} text inputs {self.roles}; received {len(columns)}.")
-        # One tokenizer call for all roles (one trace, one batch), padded to
-        # the batch's longest text rather than to `sequence_length`.
-        sizes = [tf.shape(c)[0] for c in columns]
-        packed = self.preprocessor.dynamic_inputs(tf.concat(columns, axis=0))
-        features = {}
-        for name, value in packed.items():
-            for role, part in zip(self.roles, tf.split(value, sizes, axis=0), strict=True):
-                features[f"{role}_{name}"] = part
-        return features
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "preprocessor": keras.layers.serialize(self.preprocessor),
-                "roles": list(self.roles),
-                "dummy_labels": self.dummy_labels,
-            }
-        )
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config["preprocessor"] = keras.layers.deserialize(config["preprocessor"])
-        return cls(**config)
-
-
-class SiameseModel(keras_hub.models.Task):
+class SiameseModel(CheckedTraining, keras_hub.models.Task):
     """Base class: builds role inputs and runs the shared encoder on each.
 
     A subclass creates its head layers in `__init__` *before* calling this
     constructor (KerasHub's order: layers, then the functional model), and
     implements `head(embeddings)`, which only calls those layers on a dict
-    role -> embedding, and `default_loss()`.
+    role -> embedding, and `default_loss()`; `label_range()` where the
+    loss needs labels in a known range.
 
     Args:
         encoder: the shared `SentenceEncoder`.
@@ -249,6 +187,18 @@ class RegressionSiamese(SiameseModel):
     def default_loss(self):
         return AnglELoss() if self.pair_output == "embeddings" else keras.losses.MeanSquaredError()
 
+    def label_range(self):
+        """Cosine targets in [-1, 1] for MSE, 0/1 for `OnlineContrastiveLoss`, finite scores for CoSENT/AnglE."""
+        loss = inner_loss(self.loss)
+        if isinstance(loss, OnlineContrastiveLoss):
+            return LabelRange("labels 0 (dissimilar) or 1 (similar)", 0, 1, integer=True)
+        if isinstance(loss, (CoSENTLoss, AnglELoss)):
+            return LabelRange("finite similarity scores")
+        if getattr(loss, "fn", loss) is keras.losses.mean_squared_error and self.pair_output == "cosine":
+            hint = "Scale 0-5 STS scores first: `sbert_keras.data.scale_sts_score(scores)`."
+            return LabelRange("cosine targets in [-1, 1]", -1, 1, hint=hint)
+        return None
+
     def get_config(self):
         return {**super().get_config(), "pair_output": self.pair_output}
 
@@ -340,6 +290,12 @@ class ClassificationSiamese(SiameseModel):
 
     def default_metrics(self):
         return ["accuracy"]
+
+    def label_range(self):
+        """Class ids 0..num_classes-1 for the sparse cross-entropy (the default loss)."""
+        if getattr(inner_loss(self.loss), "fn", None) is keras.losses.sparse_categorical_crossentropy:
+            return LabelRange(f"class ids 0..{self.num_classes - 1} (integers)", 0, self.num_classes - 1, integer=True)
+        return None
 
     def get_config(self):
         return {

@@ -9,6 +9,7 @@ from conftest import tiny_encoder
 from harness import run_model_saving_test
 from harness import run_serialization_test
 from sbert_keras import defaults
+from sbert_keras import fit_checks
 from sbert_keras import siamese
 
 A = np.array(
@@ -182,3 +183,142 @@ def test_explicit_triplet_arguments_win_over_the_defaults():
     # A cosine distance chosen by hand gets the cosine margin; euclidean the paper's.
     assert sk.TripletSiamese(tiny_encoder(), distance="cosine").margin == pytest.approx(defaults.TRIPLET_COSINE_MARGIN)
     assert sk.TripletSiamese(encoder, distance="manhattan").margin == defaults.TRIPLET_MARGIN
+
+
+class WeightsAfterEachBatch(keras.callbacks.Callback):
+    """The encoder's weights after every applied batch, by batch index."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder, self.weights = encoder, {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.weights[batch] = [w.numpy() for w in self.encoder.weights]
+
+
+def assert_weights(encoder, expected):
+    for value, weight in zip(expected, encoder.weights, strict=True):
+        np.testing.assert_array_equal(weight.numpy(), value)
+
+
+def nan_at(index, size=8):
+    values = np.ones(size, "float32")
+    values[index] = np.nan
+    return values
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "cached"])
+def test_a_non_finite_loss_stops_fit_naming_the_batch_and_keeps_the_weights(kind):
+    # A NaN sample weight in item 4 makes the loss of batch index 2 (batch size 2) NaN,
+    # whatever the objective; unchecked, that step turned every weight into NaN.
+    encoder = tiny_encoder()
+    if kind == "cached":
+        model, x, y = sk.CachedContrastiveSiamese(encoder, mini_batch_size=1), (A, B), None
+    else:
+        model, x, y = build(kind, encoder)
+    y = np.zeros(8, "float32") if y is None else y  # Keras drops sample weights given without labels
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    snapshots = WeightsAfterEachBatch(encoder)
+    with pytest.raises(sk.NonFiniteLossError, match=r"batch index 2 \(0-based, within the epoch\) of epoch 1"):
+        model.fit(x, y, sample_weight=nan_at(4), batch_size=2, epochs=2, callbacks=[snapshots], verbose=0)
+    assert sorted(snapshots.weights) == [0, 1]
+    assert_weights(encoder, snapshots.weights[1])  # batches 0 and 1 applied, batch 2 not
+    assert np.all(np.isfinite(encoder.encode(list(A), precision="float32")))
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 2])
+def test_nan_labels_with_a_loss_of_unknown_range_stop_at_their_batch(steps_per_execution):
+    encoder = tiny_encoder()
+    model = sk.RegressionSiamese(encoder)
+    model.compile(loss=lambda y, p: keras.ops.mean((y - p) ** 2), steps_per_execution=steps_per_execution)
+    labels = np.linspace(-1, 1, 8).astype("float32") * nan_at(5)
+    before = [w.numpy() for w in encoder.weights]
+    where = "batch index 2" if steps_per_execution == 1 else "one of batch indices 2-3"
+    with pytest.raises(sk.NonFiniteLossError, match=f"{where} .* of epoch 1.*not applied"):
+        model.fit((A, B), labels, batch_size=2, verbose=0)
+    assert all(np.all(np.isfinite(w.numpy())) for w in encoder.weights)
+    assert not all(np.array_equal(b, w.numpy()) for b, w in zip(before, encoder.weights, strict=True))
+    assert np.all(np.isfinite(encoder.encode(list(A), precision="float32")))
+
+
+def test_the_checks_leave_a_sound_fit_and_its_history_alone():
+    model, x, y = build("regression", tiny_encoder())
+    model.compile()
+    history = model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    assert list(history.history) == ["loss"] and np.all(np.isfinite(history.history["loss"]))
+
+
+def test_raw_sts_scores_are_refused_naming_the_range_and_the_scaler(encoder):
+    model = sk.RegressionSiamese(encoder)
+    model.compile()
+    before = [w.numpy() for w in encoder.weights]
+    scores = np.array([4.2, 0.6, 0.9, 0.5] * 2, "float32")
+    message = r"cosine targets in \[-1, 1\]; item 0 \(0-based\) has label 4.2 \(2 such .*data.scale_sts_score"
+    with pytest.raises(sk.LabelRangeError, match=message):
+        model.fit((A, B), scores, batch_size=4, verbose=0)
+    # The same scores in a dataset: refused at the first batch holding one, nothing applied.
+    dataset = tf.data.Dataset.from_tensor_slices(((A, B), scores)).batch(4)
+    message = r"batch index 0 .* of epoch 1.*cosine targets in \[-1, 1\]; this batch's labels span \[0.5, 4.2\]"
+    with pytest.raises(sk.LabelRangeError, match=message + ".*scale_sts_score"):
+        model.fit(dataset, verbose=0)
+    assert_weights(encoder, before)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_labels_in_a_dataset_are_checked_per_batch(jit_compile):
+    encoder = tiny_encoder()
+    model = sk.ClassificationSiamese(encoder)
+    model.compile(jit_compile=jit_compile)
+    snapshots = WeightsAfterEachBatch(encoder)
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 3], "int32")
+    dataset = tf.data.Dataset.from_tensor_slices(((A, B), labels)).batch(4)
+    message = r"batch index 1 .*class ids 0..2 \(integers\); this batch's labels span \[0, 3\]"
+    with pytest.raises(sk.LabelRangeError, match=message):
+        model.fit(dataset, callbacks=[snapshots], verbose=0)
+    assert_weights(encoder, snapshots.weights[0])
+
+
+@pytest.mark.parametrize(
+    "compile_kwargs, labels, message",
+    [
+        ({}, [0, 1, 2, 3], r"ClassificationSiamese .*class ids 0..2 \(integers\); item 3 \(0-based\) has label 3"),
+        ({}, [0, 1, 0.5, 2], r"class ids 0..2 \(integers\); item 2 \(0-based\) has label 0.5"),
+        ({"loss": sk.OnlineContrastiveLoss()}, [0, 1, 2, 1], r"labels 0 \(dissimilar\) or 1 .* item 2 .* label 2"),
+        ({"loss": sk.CoSENTLoss()}, [0, 1, np.nan, 1], r"finite similarity scores; item 2 .* label nan"),
+        ({"loss": "mse"}, [0, 1, 2, 1], r"cosine targets in \[-1, 1\]; item 2 .* label 2"),
+    ],
+)
+def test_labels_outside_the_losss_range_are_refused(encoder, compile_kwargs, labels, message):
+    model = sk.ClassificationSiamese(encoder) if not compile_kwargs else sk.RegressionSiamese(encoder)
+    model.compile(**compile_kwargs)
+    with pytest.raises(sk.LabelRangeError, match=message):
+        model.fit((A[:4], B[:4]), np.array(labels, "float32"), batch_size=4, verbose=0)
+
+
+def test_an_unbatched_dataset_is_a_clear_error_naming_the_argument(encoder):
+    model = sk.RegressionSiamese(encoder)
+    model.compile()
+    single = tf.data.Dataset.from_tensor_slices(((A, B), np.zeros(8, "float32")))
+    with pytest.raises(ValueError, match=r"passed as `x` yields single examples.*`dataset.batch\(16\)`"):
+        model.fit(single, verbose=0)
+    with pytest.raises(ValueError, match=r"passed as `validation_data` yields single examples"):
+        model.fit(single.batch(4), validation_data=single, verbose=0)
+
+
+def test_inputs_of_different_lengths_name_the_arguments_and_both_lengths(encoder):
+    model = sk.RegressionSiamese(encoder)
+    model.compile()
+    with pytest.raises(ValueError, match=r"`x\[0\] \(sentence_a\)` has 8, `x\[1\] \(sentence_b\)` has 8, `y` has 5"):
+        model.fit((A, B), np.zeros(5, "float32"), batch_size=4, verbose=0)
+    with pytest.raises(ValueError, match=r"`x\[1\] \(sentence_b\)` has 5, `y` has 8"):
+        model.fit((A, B[:5]), np.zeros(8, "float32"), batch_size=4, verbose=0)
+    with pytest.raises(ValueError, match=r"`sample_weight` has 3 rows"):
+        model.fit((A, B), np.zeros(8, "float32"), sample_weight=np.ones(3), batch_size=4, verbose=0)
+
+
+def test_a_single_text_column_counts_as_one_input():
+    model = sk.BatchHardTripletModel(tiny_encoder())
+    model.compile()
+    fit_checks.check_fit_inputs(model, ["a cat", "a dog"], np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"`x` has 2, `y` has 3 rows"):
+        fit_checks.check_fit_inputs(model, ["a cat", "a dog"], np.array([0, 1, 1]))
