@@ -210,6 +210,7 @@ class InferenceEngine:
         self.verdict_cache = cold_start.VerdictCache(encoder)  # self-check verdicts of earlier processes
         self.prepared = set()  # precisions whose first call is done (`cold_start.status`)
         cold_start.enable_xla_cache()
+
     def invalidate(self):
         """Marks the cast weights stale: they are re-computed on the next call."""
         self._stale = set(self._weights)

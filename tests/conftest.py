@@ -44,12 +44,13 @@ def tiny_vocabulary():
     return vocab, merges
 
 
-def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0, kind="bert"):
+def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0, kind="bert", table_rows=None):
     """A 2-layer encoder with hidden size 8.
 
     `kind="bert"`: WordPiece + `BertLayoutBackbone` (fast to trace, the
     default in tests); `kind="roberta"`: byte-level BPE + KerasHub's
-    `RobertaBackbone` (its tokenizer takes ~2 s to trace).
+    `RobertaBackbone` (its tokenizer takes ~2 s to trace). `table_rows`: a
+    token embedding table larger than the vocabulary (unused rows).
     """
     keras.utils.set_random_seed(seed)
     if kind == "roberta":
@@ -63,7 +64,7 @@ def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12
         tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True, strip_accents=True)
         backbone_cls = sbert_keras.BertLayoutBackbone
     backbone = backbone_cls(
-        vocabulary_size=len(vocab),
+        vocabulary_size=table_rows or len(vocab),
         num_layers=2,
         num_heads=2,
         hidden_dim=8,

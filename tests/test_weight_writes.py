@@ -23,6 +23,11 @@ TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in
 ROW = 10  # "dog" in the toy WordPiece vocabulary (checked by `test_the_edited_row_is_dog`)
 
 
+def tiny(seed=1):
+    """A tiny encoder whose token table has 4,000 rows: a partial update touches few of its elements."""
+    return tiny_encoder(seed=seed, table_rows=4000)
+
+
 def keras_graph(encoder, texts):
     """The functional model's output: reads the Keras variables as they are now."""
     return np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(texts), verbose=0))
@@ -123,7 +128,7 @@ def trainable_changed(encoder):
 
 
 def load_weights(encoder, tmp_path):
-    edited = tiny_encoder(seed=1)
+    edited = tiny()
     edited.set_weights(encoder.get_weights())
     edit_row(edited)
     path = str(tmp_path / "edited.weights.h5")
@@ -157,7 +162,7 @@ WRITES = {
 
 
 def test_every_path_follows_each_partial_write(tmp_path):
-    encoder = tiny_encoder(seed=1)
+    encoder = tiny()
     warmed = warm(encoder)
     for name, write in WRITES.items():
         before = keras_graph(encoder, TEXTS)
@@ -167,7 +172,7 @@ def test_every_path_follows_each_partial_write(tmp_path):
 
 
 def test_a_write_inside_a_graph_of_its_own_is_seen():
-    encoder = tiny_encoder(seed=1)
+    encoder = tiny()
     warmed = {k: v for k, v in paths(encoder).items() if "float32" in k}
     for run in warmed.values():
         run()
@@ -178,7 +183,7 @@ def test_a_write_inside_a_graph_of_its_own_is_seen():
 
 
 def test_export_serves_the_weights_after_a_partial_fit(tmp_path):
-    encoder = tiny_encoder(seed=1)
+    encoder = tiny()
     warm(encoder)
     sk.export_saved_model(encoder, str(tmp_path / "before"), precision="float32")
     fit_partial(encoder)
@@ -189,7 +194,7 @@ def test_export_serves_the_weights_after_a_partial_fit(tmp_path):
 
 
 def test_evaluation_callback_sees_each_epochs_weights():
-    encoder = tiny_encoder(seed=1)
+    encoder = tiny()
     freeze_all_but_token_embedding(encoder)
     a, b = TEXTS[:2] * 2, TEXTS[2:] * 2
     scores = np.array([0.9, 0.1, 0.3, 0.7], "float32")
@@ -198,7 +203,7 @@ def test_evaluation_callback_sees_each_epochs_weights():
     model.compile(optimizer=keras.optimizers.Adam(0.05))
     history = model.fit((np.array(a), np.array(b)), scores, epochs=3, batch_size=2, verbose=0, callbacks=[callback])
     # A fresh encoder with the trained weights has no cache to go stale.
-    fresh = tiny_encoder(seed=1)
+    fresh = tiny()
     fresh.set_weights(encoder.get_weights())
     final = sk.sts_evaluation(fresh, a, b, scores)
     logged = history.history["dev_pearson_cosine"]
@@ -207,7 +212,7 @@ def test_evaluation_callback_sees_each_epochs_weights():
 
 
 def test_the_edited_row_is_dog():
-    assert tiny_encoder().preprocessor.tokenizer.token_to_id("dog") == ROW
+    assert tiny().preprocessor.tokenizer.token_to_id("dog") == ROW
 
 
 def test_write_watch_is_exact_and_quiet():
@@ -224,7 +229,7 @@ def test_write_watch_is_exact_and_quiet():
 
 
 def test_sequence_length_changed_after_first_use():
-    encoder = tiny_encoder(seed=1)
+    encoder = tiny()
     long_text = "a man is playing guitar in the park"
     warm(encoder)
     encoder.encode(long_text, precision="float32")
