@@ -46,16 +46,25 @@ def paths(encoder):
     }
 
 
-def assert_paths_follow(encoder, warmed, write):
+def cosines(a, b):
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def assert_paths_follow(encoder, warmed, write, before):
+    """Each path gives the Keras graph's vectors now (float32: to 1e-5); a low-precision path is
+    at least closer to them than to the vectors from `before` the write, wherever the write moved them."""
     expected = keras_graph(encoder, TEXTS)
+    moved = cosines(expected, before) < 0.999
     for name, run in warmed.items():
         got = np.asarray(run())
-        want = expected[: len(got)]
+        want, old = expected[: len(got)], before[: len(got)]
         if "float32" in name:
             np.testing.assert_allclose(got, want, atol=1e-5, err_msg=f"{write}: {name}")
-        else:  # bf16 / int8: close in direction
-            cos = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
-            assert cos.min() > 0.98, (write, name, cos)
+        else:  # bf16 / int8 (a hidden size of 8 quantizes coarsely)
+            new_cos, old_cos = cosines(got, want), cosines(got, old)
+            assert new_cos.min() > 0.9, (write, name, new_cos)
+            stale = moved[: len(got)] & (old_cos >= new_cos)
+            assert not stale.any(), (write, name, "closer to the old weights' vectors", new_cos, old_cos)
 
 
 def warm(encoder):
@@ -168,7 +177,7 @@ def test_every_path_follows_each_partial_write(tmp_path):
         before = keras_graph(encoder, TEXTS)
         write(encoder, tmp_path) if name == "load_weights" else write(encoder)
         assert np.abs(keras_graph(encoder, TEXTS) - before).max() > 1e-4, f"{name}: the write changed nothing"
-        assert_paths_follow(encoder, warmed, name)
+        assert_paths_follow(encoder, warmed, name, before)
 
 
 def test_a_write_inside_a_graph_of_its_own_is_seen():
@@ -176,10 +185,12 @@ def test_a_write_inside_a_graph_of_its_own_is_seen():
     warmed = {k: v for k, v in paths(encoder).items() if "float32" in k}
     for run in warmed.values():
         run()
+    before = keras_graph(encoder, TEXTS)
     scale_row = write_in_own_graph(encoder)
-    assert_paths_follow(encoder, warmed, "first call")
+    assert_paths_follow(encoder, warmed, "first call", before)
+    before = keras_graph(encoder, TEXTS)
     scale_row(tf.constant(2.0))  # the same graph again: no Python runs
-    assert_paths_follow(encoder, warmed, "second call")
+    assert_paths_follow(encoder, warmed, "second call", before)
 
 
 def test_export_serves_the_weights_after_a_partial_fit(tmp_path):
