@@ -13,7 +13,9 @@ writes a variable is counted here:
 - an optimizer's `apply` or `build` (`fit`, `train_on_batch`, custom loops,
   eagerly or traced into a `tf.function`): the optimizer is recorded with
   the variables it trains, the first time its `apply` runs or is traced;
-  its own `iterations` variable then counts every step, compiled or not;
+  its own `iterations` variable then counts every step, compiled or not
+  (and when the optimizer is garbage-collected, its variables count one
+  eager write, so steps taken by an optimizer that is gone are not lost);
   `finalize_variable_values` (averaged EMA weights) counts as eager writes;
 - a Keras `assign` traced into a graph outside an optimizer (a custom
   `tf.function` that writes weights): the variable is marked, and a
@@ -36,7 +38,7 @@ import tensorflow as tf
 _EAGER_WRITES = "_sbert_keras_eager_writes"
 _GRAPH_WRITTEN = "_sbert_keras_graph_written"
 
-_trained = weakref.WeakKeyDictionary()  # optimizer -> frozenset of ids of the variables it updates
+_trained = weakref.WeakKeyDictionary()  # optimizer -> _Trained: the variables it updates
 _applying = threading.local()  # depth of optimizer `apply` calls on this thread
 
 
@@ -50,11 +52,34 @@ def _note_write(variable):
         setattr(variable, _GRAPH_WRITTEN, True)
 
 
+class _Trained:
+    """The variables an optimizer updates: their ids, and weak references for `_retire`."""
+
+    def __init__(self):
+        self.ids = frozenset()
+        self.refs = []
+
+
+def _retire(refs):
+    """An optimizer is gone, and its `iterations` with it: its steps count as eager writes of its variables."""
+    for ref in refs:
+        variable = ref()
+        if variable is not None:
+            setattr(variable, _EAGER_WRITES, getattr(variable, _EAGER_WRITES, 0) + 1)
+
+
 def _record(optimizer, variables):
-    """Remembers that `optimizer` updates `variables` (ids; the optimizer keeps the variables alive)."""
-    if variables is not None:
-        ids = frozenset(id(v) for v in variables)
-        _trained[optimizer] = _trained.get(optimizer, frozenset()) | ids
+    """Remembers that `optimizer` updates `variables` (until it is garbage-collected, then `_retire`)."""
+    if variables is None:
+        return
+    trained = _trained.get(optimizer)
+    if trained is None:
+        trained = _trained[optimizer] = _Trained()
+        weakref.finalize(optimizer, _retire, trained.refs)
+    new = [v for v in variables if id(v) not in trained.ids]
+    if new:
+        trained.ids = trained.ids | {id(v) for v in new}
+        trained.refs.extend(weakref.ref(v) for v in new)
 
 
 def _install():
@@ -132,7 +157,7 @@ class WriteWatch:
 
     def _optimizers(self):
         """The recorded optimizers that update any of the variables."""
-        return [opt for opt, ids in list(_trained.items()) if not ids.isdisjoint(self._ids)]
+        return [opt for opt, trained in list(_trained.items()) if not trained.ids.isdisjoint(self._ids)]
 
     def state(self):
         """A value that changes whenever any of the variables is written."""
