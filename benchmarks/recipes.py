@@ -161,7 +161,7 @@ def in_batch_stage(setup, encoder, triplets):
     timer = common.fit_timer()
     _, history = train_objective(
         "contrastive", encoder, triplets, batch_size=setup.snli_batch, learning_rate=LR, warmup_fraction=WARMUP,
-        seed=setup.seed, callbacks=[timer], verbose=0,
+        seed=setup.seed, callbacks=[timer], verbose=0, hard_negatives=True,
     )  # fmt: skip
     return timer.summary()["fit_seconds"], common.last_history(history).get("loss")
 

@@ -21,6 +21,15 @@ PAPER_LEARNING_RATE = 2e-5
 PAPER_BATCH_SIZE = 16
 PAPER_EPOCHS = 1
 PAPER_WARMUP_FRACTION = 0.1
+# The optimizer (`schedules.paper_optimizer`, `train_objective`, `sbert-keras
+# train --weight-decay --clip-norm`): weight decay > 0 makes it AdamW, as in
+# sentence-transformers' `fit` (AdamW, weight decay 0.01, gradient norm
+# clipped at 1.0); 0 is the paper's plain Adam. A clip norm of None (CLI: 0)
+# does not clip. Decay skips the variables whose names hold one of
+# `NO_WEIGHT_DECAY` (biases, LayerNorm gamma and beta), as sentence-transformers does.
+WEIGHT_DECAY = 0.0
+CLIP_NORM = None
+NO_WEIGHT_DECAY = ("bias", "gamma", "beta")
 
 # Training backups (`sbert-keras train`): every this many steps and at each
 # epoch end; a kill loses at most these steps (one MiniLM-size save ~1 s).
