@@ -168,14 +168,14 @@ def build_parser():
         "--weight-decay",
         type=non_negative_float,
         default=defaults.WEIGHT_DECAY,
-        help=f"> 0: AdamW with this weight decay (not on biases and LayerNorm), as sentence-transformers' 0.01; "
+        help=f"> 0: AdamW with this weight decay (not on biases and LayerNorm), as sentence-transformers; "
         f"0: Adam (default {defaults.WEIGHT_DECAY})",
     )
     p.add_argument(
         "--clip-norm",
         type=non_negative_float,
         default=defaults.CLIP_NORM,
-        help=f"clip the gradients to this global norm (sentence-transformers: 1.0); 0: no clipping "
+        help=f"clip the gradients to this global norm, as sentence-transformers; 0: no clipping "
         f"(default {defaults.CLIP_NORM})",
     )
     p.add_argument(

@@ -2,14 +2,15 @@
 
 Keras has warmup only on `CosineDecay`; the paper (and BERT) use linear
 warmup then linear decay, so `WarmupLinearDecay` is written here (a
-registered `LearningRateSchedule`). `paper_optimizer` is Adam with it, or,
-with weight decay, AdamW (decay off biases and LayerNorm scales and offsets,
-as in sentence-transformers), optionally clipping the global gradient norm.
+registered `LearningRateSchedule`). `paper_optimizer` is AdamW with it, as
+sentence-transformers' `fit` (weight decay 0.01, off biases and LayerNorm
+scales and offsets; the global gradient norm clipped at 1.0), or, with
+weight decay 0, the paper's plain Adam.
 
 Example:
 ```python
-optimizer = paper_optimizer(total_steps=360)  # 2e-5, 36 warmup steps
-optimizer = paper_optimizer(360, weight_decay=0.01, clipnorm=1.0)  # sentence-transformers' fit
+optimizer = paper_optimizer(total_steps=360)  # AdamW, 2e-5, 36 warmup steps
+optimizer = paper_optimizer(360, weight_decay=0, clipnorm=None)  # the paper's Adam
 ```
 """
 
@@ -84,7 +85,7 @@ def paper_optimizer(
     weight_decay=WEIGHT_DECAY,
     clipnorm=CLIP_NORM,
 ):
-    """The paper's schedule over `total_steps` steps, with Adam or AdamW.
+    """The paper's schedule over `total_steps` steps, with AdamW or Adam.
 
     Args:
         total_steps: int. All training steps (epochs x steps per epoch).
@@ -93,9 +94,11 @@ def paper_optimizer(
         weight_decay: float >= 0. With > 0, `keras.optimizers.AdamW` with
             this decoupled weight decay (scaled by the learning rate, as
             torch's AdamW), except on biases and LayerNorm scales and
-            offsets (`defaults.NO_WEIGHT_DECAY`); 0: plain Adam.
+            offsets (`defaults.NO_WEIGHT_DECAY`); 0: plain Adam. Default
+            `defaults.WEIGHT_DECAY` (0.01).
         clipnorm: float or None. Clip the gradients to this global norm
-            (`global_clipnorm`); None or 0: no clipping.
+            (`global_clipnorm`); None or 0: no clipping. Default
+            `defaults.CLIP_NORM` (1.0).
 
     Returns:
         A Keras optimizer.

@@ -1,4 +1,4 @@
-"""The SBERT paper's training recipe: Adam(W) 2e-5, batch 16, 10 % linear warmup.
+"""The SBERT paper's training recipe: 2e-5, batch 16, 10 % linear warmup; AdamW, clip 1.0.
 
 `train_objective` checks its arguments and that the data fits the
 objective before anything trains, and resumes an interrupted run from a
@@ -179,7 +179,7 @@ def train_objective(
 
     Checks the arguments and that `train` fits the objective, then builds
     the siamese model around the (shared) encoder, a length-bucketed
-    shuffled dataset, Adam (AdamW with `weight_decay`) with 10 % linear
+    shuffled dataset, AdamW (`schedules.paper_optimizer`) with 10 % linear
     warmup then linear decay, an optional dev `EvaluationCallback` (its
     metrics land in the `History`),
     and, with `output_dir`, a `backup.RunBackup` in `output_dir/backup`: a
@@ -226,6 +226,11 @@ def train_objective(
         batching: str or None. `pipelines.siamese_dataset`'s batching
             (`"bucket"`, `"no_duplicates"`, `"shuffle"`); None: the
             objective's default (`defaults.BATCHING`).
+        weight_decay: float >= 0. > 0: AdamW with this weight decay
+            (`schedules.paper_optimizer`; 0.01 as sentence-transformers);
+            0: the paper's Adam.
+        clipnorm: float or None. Clip gradients to this global norm (1.0);
+            None or 0: no clipping.
         teacher: the distill objective's teacher: a `SentenceEncoder`
             (it encodes `train.texts` once, at float32) or its embeddings
             `(len(train), dim)`; the student's dimension must match.
