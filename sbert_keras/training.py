@@ -278,6 +278,14 @@ def train_objective(
     # at most this many steps; the schedule ends (lr 0) just after the last.
     steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
     loss = objective_loss(objective)
+    replicas_in_sync = tf.distribute.get_strategy().num_replicas_in_sync
+    if clipnorm and replicas_in_sync > 1:
+        # Keras clips each replica's gradients before they are summed: not the global norm of one process.
+        raise ValueError(
+            f"`clipnorm={clipnorm}` under a strategy with {replicas_in_sync} replicas: Keras would clip each "
+            "replica's gradients before summing them, not the global gradient; pass clipnorm=None "
+            "(`--clip-norm 0`)."
+        )
     if tf.distribute.has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
         dataset = distributed.shard_by_data(dataset)
         loss = replicas.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)

@@ -213,12 +213,17 @@ MIRRORED = textwrap.dedent("""
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     A = ["a man is playing guitar", "the cat sleeps", "a dog runs", "a woman eats food"] * 4
     B = ["a man is playing piano", "a cat sleeps", "the dog runs", "the sky is blue"] * 4
+    pairs = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
     with strategy.scope():
         encoder = tiny_encoder()
+        try:  # Keras would clip per replica, before the sum: refused
+            training.train_objective("regression", encoder, pairs, batch_size=8, verbose=0, clipnorm=1.0)
+            refused = ""
+        except ValueError as error:
+            refused = str(error)
         model, history = training.train_objective(
-            "regression", encoder, data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32")),
-            epochs=1, batch_size=8, verbose=0)
-    print(json.dumps({"replicas": strategy.num_replicas_in_sync,
+            "regression", encoder, pairs, epochs=1, batch_size=8, verbose=0, clipnorm=None)
+    print(json.dumps({"replicas": strategy.num_replicas_in_sync, "refused": refused,
                       "loss": history.history["loss"][0]}))
 """)
 
@@ -231,6 +236,7 @@ def test_one_epoch_under_mirrored_strategy_on_two_cpus():
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["replicas"] == 2 and np.isfinite(out["loss"])
+    assert "`clipnorm=1.0` under a strategy with 2 replicas" in out["refused"]
 
 
 STS = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
