@@ -9,7 +9,7 @@ split stays withheld; every score is STS-B dev, cosine):
   schedule spans all of them), scored on dev after every epoch (the
   `EvaluationCallback` of `train_objective(dev=...)`); `--objective`,
   `--learning-rate`, `--batching` and `--clip` (Adam's `global_clipnorm`, as
-  sentence-transformers' trainer clips at 1.0) vary the run;
+  sentence-transformers' trainer clips at 1.0; no weight decay) vary the run;
 - `--mode soup`: `--runs` one-epoch regression runs from the same start with
   seeds 0..N-1, scored alone, then their uniform weight average ("model
   soup") after each new run, then WiSE-FT: the soup interpolated with the
@@ -55,7 +55,6 @@ from sbert_keras import schedules  # noqa: E402
 from sbert_keras import set_precision  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
 from sbert_keras import train_objective  # noqa: E402
-from sbert_keras import training  # noqa: E402
 
 NAME = "sts_ceiling"
 WISE_ALPHAS = (0.5, 0.7, 0.8, 0.9)
@@ -66,29 +65,17 @@ def dev_spearman(encoder, dev):
     return sts_evaluation(encoder, dev.sentence_a, dev.sentence_b, dev.labels)["spearman_cosine"]
 
 
-def clipped_optimizer(clip):
-    """`paper_optimizer` with Adam's `global_clipnorm=clip` (same schedule)."""
-
-    def make(total_steps, learning_rate, warmup_fraction):
-        warmup = int(round(warmup_fraction * total_steps))
-        schedule = schedules.WarmupLinearDecay(learning_rate, total_steps, warmup)
-        return keras.optimizers.Adam(schedule, global_clipnorm=clip)
-
-    return make
-
-
 def mode_epochs(args, encoder, train, dev):
     """One run of `args.epochs` epochs; yields its dev score after every epoch."""
-    if args.clip:
-        training.paper_optimizer = clipped_optimizer(args.clip)
     start = time.time()
-    _, history = train_objective(
+    model, history = train_objective(
         args.objective, encoder, train, dev=dev, epochs=args.epochs, learning_rate=args.learning_rate,
-        seed=args.seed, verbose=0, batching=args.batching,
+        seed=args.seed, verbose=0, batching=args.batching, weight_decay=0.0, clipnorm=args.clip,
     )  # fmt: skip
     yield dict(
         mode="epochs", objective=args.objective, epochs=args.epochs, learning_rate=args.learning_rate,
-        batching=args.batching or "default", clip=args.clip, seconds=time.time() - start,
+        batching=args.batching or "default", clip=model.optimizer.global_clipnorm,
+        optimizer=type(model.optimizer).__name__, seconds=time.time() - start,
         loss_by_epoch=history.history["loss"], dev_spearman_by_epoch=history.history["dev_spearman_cosine"],
     )  # fmt: skip
 
@@ -149,7 +136,7 @@ def mode_cross_encoder(args, encoder, train, dev):
     second = list(train.sentence_b) + list(train.sentence_a)
     labels = np.concatenate([train.labels, train.labels])
     steps = args.epochs * -(-len(labels) // defaults.PAPER_BATCH_SIZE)
-    optimizer = training.paper_optimizer(steps, args.learning_rate, defaults.PAPER_WARMUP_FRACTION)
+    optimizer = schedules.paper_optimizer(steps, args.learning_rate, defaults.PAPER_WARMUP_FRACTION)
     model.compile(optimizer, keras.losses.BinaryCrossentropy(from_logits=True))
     start = time.time()
     for epoch in range(args.epochs):

@@ -13,6 +13,7 @@ parser and the error handling; the commands are in `sbert_keras.cli_commands`
 import argparse
 import contextlib
 import json
+import math
 import sys
 import zipfile
 
@@ -40,6 +41,17 @@ def positive_int(text):
         return check_positive_int(int(text), "value")
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+
+
+def non_negative_float(text):
+    """argparse `type`: a finite number >= 0 (`train --weight-decay`, `--clip-norm`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def dimensions(text):
@@ -153,6 +165,20 @@ def build_parser():
     p.add_argument("--epochs", type=int, default=defaults.PAPER_EPOCHS)
     p.add_argument("--lr", type=float, default=defaults.PAPER_LEARNING_RATE)
     p.add_argument(
+        "--weight-decay",
+        type=non_negative_float,
+        default=defaults.WEIGHT_DECAY,
+        help=f"> 0: AdamW with this weight decay (not on biases and LayerNorm), as sentence-transformers; "
+        f"0: Adam (default {defaults.WEIGHT_DECAY})",
+    )
+    p.add_argument(
+        "--clip-norm",
+        type=non_negative_float,
+        default=defaults.CLIP_NORM,
+        help=f"clip the gradients to this global norm, as sentence-transformers; 0: no clipping "
+        f"(default {defaults.CLIP_NORM})",
+    )
+    p.add_argument(
         "--output",
         required=True,
         help="output directory; it appears when training is complete "
@@ -179,7 +205,12 @@ def build_parser():
     )
     p.add_argument("--sequence-length", type=int, default=None)
     p.add_argument("--limit", type=int, default=None, help="use the first N training examples")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seeds the batch order, dropout and new heads: the same command repeats its weights on one machine",
+    )
     p.add_argument("--quiet", action="store_true", help="one log line per epoch")
     p.add_argument(
         "--batching",

@@ -151,6 +151,8 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             strategy=strategy,
             batching=getattr(args, "batching", None),
             teacher=teacher,
+            weight_decay=args.weight_decay,
+            clipnorm=args.clip_norm,
             **model_kwargs,
         )
         seconds = time.perf_counter() - start
@@ -165,6 +167,9 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             "precision": precision,
             "train_examples": len(train),
             "epochs": args.epochs,
+            "seed": args.seed,
+            "weight_decay": args.weight_decay,
+            "clip_norm": args.clip_norm,
             **model_kwargs,
             **({"teacher": args.teacher} if teacher is not None else {}),
             "train_seconds": round(seconds, 2),

@@ -1,4 +1,4 @@
-"""The SBERT paper's training recipe: Adam 2e-5, batch 16, 10 % linear warmup.
+"""The SBERT paper's training recipe: 2e-5, batch 16, 10 % linear warmup; AdamW, clip 1.0.
 
 `train_objective` checks its arguments and that the data fits the
 objective before anything trains, and resumes an interrupted run from a
@@ -15,6 +15,7 @@ import json
 import math
 import numbers
 import os
+import random
 import warnings
 
 import keras
@@ -25,10 +26,12 @@ from sbert_keras import data
 from sbert_keras import distributed
 from sbert_keras import replicas
 from sbert_keras.backup import RunBackup
+from sbert_keras.defaults import CLIP_NORM
 from sbert_keras.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
 from sbert_keras.defaults import PAPER_BATCH_SIZE
 from sbert_keras.defaults import PAPER_LEARNING_RATE
 from sbert_keras.defaults import PAPER_WARMUP_FRACTION
+from sbert_keras.defaults import WEIGHT_DECAY
 from sbert_keras.evaluation import EvaluationCallback
 from sbert_keras.objectives import LABEL_DTYPES
 from sbert_keras.objectives import MODEL_CLASSES  # noqa: F401 (public here too)
@@ -41,6 +44,7 @@ from sbert_keras.pipelines import bucket_boundaries
 from sbert_keras.pipelines import siamese_dataset
 from sbert_keras.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
+from sbert_keras.schedules import check_optimizer_settings
 from sbert_keras.schedules import paper_optimizer
 
 
@@ -70,6 +74,26 @@ def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAP
         if not ok or not low <= value <= high or (name == "learning_rate" and value <= 0):
             bounds = "a finite number > 0" if name == "learning_rate" else "a number in [0, 1]"
             raise ValueError(f"`{name}` must be {bounds}; received {value!r}.")
+
+
+def seed_everything(seed, model=None):
+    """Seeds Python, NumPy and TensorFlow, and `model`'s dropout.
+
+    `keras.utils.set_random_seed` seeds what is built after it (a new head's
+    initial weights) and the global generators; a layer's dropout draws from
+    its own `SeedGenerator`, whose state was fixed when the layer was built.
+    Each of `model`'s seed-generator states is therefore set again, in the
+    model's variable order, from the freshly seeded Python generator: the
+    same seed gives the same dropout masks whenever the encoder was built.
+
+    Args:
+        seed: int.
+        model: a Keras model or layer, or None.
+    """
+    keras.utils.set_random_seed(seed)
+    for variable in [] if model is None else model.variables:
+        if variable.name == "seed_generator_state":
+            variable.assign(np.array([random.randint(1, int(1e9)), 0], dtype=variable.dtype))
 
 
 def dev_callback(objective, model, dev, prefix="dev_"):
@@ -174,14 +198,17 @@ def train_objective(
     run_info=None,
     teacher=None,
     batching=None,
+    weight_decay=WEIGHT_DECAY,
+    clipnorm=CLIP_NORM,
     **model_kwargs,
 ):
     """Fine-tunes `encoder` with one SBERT objective and the paper's recipe.
 
     Checks the arguments and that `train` fits the objective, then builds
     the siamese model around the (shared) encoder, a length-bucketed
-    shuffled dataset, Adam with 10 % linear warmup then linear decay, an
-    optional dev `EvaluationCallback` (its metrics land in the `History`),
+    shuffled dataset, AdamW (`schedules.paper_optimizer`) with 10 % linear
+    warmup then linear decay, an optional dev `EvaluationCallback` (its
+    metrics land in the `History`),
     and, with `output_dir`, a `backup.RunBackup` in `output_dir/backup`: a
     call interrupted at any point resumes when run again with the same
     configuration and data, past the steps already done. The returned
@@ -205,7 +232,9 @@ def train_objective(
         learning_rate: float. The peak learning rate, 2e-5 in the paper.
         warmup_fraction: float. Share of steps with linear warmup.
         output_dir: str or None. Where the backup lives while training.
-        seed: int. Shuffle seed.
+        seed: int. Seeds everything random in the run (`seed_everything`):
+            the batch order, dropout and a new head's initial weights, so the
+            same call on the same machine gives the same weights.
         callbacks: extra Keras callbacks.
         verbose: passed to `fit` (a progress bar by default).
         sts_mapping: str. How the regression objective maps 0-5 scores to
@@ -224,6 +253,11 @@ def train_objective(
         batching: str or None. `pipelines.siamese_dataset`'s batching
             (`"bucket"`, `"no_duplicates"`, `"shuffle"`); None: the
             objective's default (`defaults.BATCHING`).
+        weight_decay: float >= 0. > 0: AdamW with this weight decay
+            (`schedules.paper_optimizer`; 0.01 as sentence-transformers);
+            0: the paper's Adam.
+        clipnorm: float or None. Clip gradients to this global norm (1.0);
+            None or 0: no clipping.
         teacher: the distill objective's teacher: a `SentenceEncoder`
             (it encodes `train.texts` once, at float32) or its embeddings
             `(len(train), dim)`; the student's dimension must match.
@@ -242,6 +276,7 @@ def train_objective(
     ```
     """
     check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction)
+    check_optimizer_settings(weight_decay, clipnorm)
     if save_freq != "epoch":
         check_positive_int(save_freq, "save_freq")
     num_classes = model_kwargs.get("num_classes", 3)
@@ -252,7 +287,9 @@ def train_objective(
     if objective == "distill":
         labels = teacher_targets(teacher, columns[0], encoder)
         run_info = {**(run_info or {}), "teacher_embeddings_sha256": array_sha256(labels)}
+    seed_everything(seed)  # the new head's initial weights
     model = build_model(objective, encoder, {**model_kwargs, **extra})
+    seed_everything(seed, model)  # and the dropout of the encoder, built earlier
     dataset = siamese_dataset(
         columns,
         labels,
@@ -268,10 +305,19 @@ def train_objective(
     # at most this many steps; the schedule ends (lr 0) just after the last.
     steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
     loss = objective_loss(objective)
+    replicas_in_sync = tf.distribute.get_strategy().num_replicas_in_sync
+    if clipnorm and replicas_in_sync > 1:
+        # Keras clips each replica's gradients before they are summed: not the global norm of one process.
+        raise ValueError(
+            f"`clipnorm={clipnorm}` under a strategy with {replicas_in_sync} replicas: Keras would clip each "
+            "replica's gradients before summing them, not the global gradient; pass clipnorm=None "
+            "(`--clip-norm 0`)."
+        )
     if tf.distribute.has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
         dataset = distributed.shard_by_data(dataset)
         loss = replicas.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)
-    model.compile(optimizer=paper_optimizer(epochs * steps, learning_rate, warmup_fraction), loss=loss)
+    optimizer = paper_optimizer(epochs * steps, learning_rate, warmup_fraction, weight_decay, clipnorm)
+    model.compile(optimizer=optimizer, loss=loss)
     distributed.prepare_model(model)
     all_callbacks = [] if dev is None else [dev_callback(objective, model, dev)]
     backup = None
@@ -289,6 +335,8 @@ def train_objective(
             seed=seed,
             sts_mapping=sts_mapping,
             batching=batching,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
             model_kwargs=model_kwargs,
             **(run_info or {}),
         )

@@ -2,6 +2,7 @@
 
 import json
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -61,8 +62,12 @@ def test_recipe_a_trains_each_objective():
 
 
 @pytest.mark.slow  # two fits
-def test_recipe_b_runs_both_stages():
-    (row,) = recipes.recipe_b(tiny_setup())
+def test_recipe_b_runs_both_stages_with_the_contradictions_as_hard_negatives():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (row,) = recipes.recipe_b(tiny_setup())
+    unused = [str(w.message) for w in caught if "negatives unused" in str(w.message)]
+    assert not unused and row["stage1_hard_negatives"] is True
     assert row["snli_triplets"] == len(SENTENCES) and row["stage1_batch_size"] == 4
     assert _finite(row["dev_spearman_after_stage1"]) and _finite(row["dev_spearman"])
     assert row["seconds"] == pytest.approx(row["stage1_seconds"] + row["stage2_seconds"])

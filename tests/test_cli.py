@@ -16,7 +16,9 @@ from conftest import shared_path
 from conftest import tiny_encoder
 from harness import run_until_paused
 from sbert_keras import SentenceEncoder
+from sbert_keras import defaults
 from sbert_keras import outputs
+from sbert_keras.cli import build_parser
 from sbert_keras.cli import main
 
 CORPUS = [
@@ -524,10 +526,15 @@ def test_encode_and_export_with_keras_int8_quantization(capsys, tmp_path, encode
     assert os.path.isfile(tmp_path / "sm" / "saved_model.pb") and exported["precision"] == "auto"
 
 
-def test_train_precision_takes_the_precision_vocabulary(capsys):
-    from sbert_keras import defaults
-    from sbert_keras.cli import build_parser
+def test_train_optimizer_flags_default_to_the_shared_defaults():
+    base = ["train", "--objective", "cosent", "--model", "m", "--train", "t.csv", "--output", "o"]
+    args = build_parser().parse_args(base)
+    assert (args.weight_decay, args.clip_norm) == (defaults.WEIGHT_DECAY, defaults.CLIP_NORM)
+    args = build_parser().parse_args(base + ["--weight-decay", "0", "--clip-norm", "0"])
+    assert (args.weight_decay, args.clip_norm) == (0.0, 0.0)
 
+
+def test_train_precision_takes_the_precision_vocabulary(capsys):
     base = ["train", "--objective", "regression", "--model", "m", "--train", "t.csv", "--output", "o"]
     for word in defaults.POLICY_PRECISIONS:
         assert build_parser().parse_args(base + ["--precision", word]).precision == word
@@ -666,6 +673,8 @@ def test_evaluate_ir_prints_retrieval_metrics(capsys, tmp_path, encoder_file):
         ),
         (["--objective", "distill"], "--objective distill needs --teacher MODEL"),
         (["--objective", "cosent", "--teacher", "t.keras"], "--teacher applies to --objective distill only"),
+        (["--objective", "cosent", "--weight-decay", "-0.01"], "argument --weight-decay: must be a finite number >= 0"),
+        (["--objective", "cosent", "--clip-norm", "nan"], "argument --clip-norm: must be a finite number >= 0"),
     ],
 )
 def test_new_objective_flags_name_the_flag_before_anything_loads(capsys, tmp_path, files, flags, message):
@@ -678,13 +687,18 @@ def test_new_objective_flags_name_the_flag_before_anything_loads(capsys, tmp_pat
     assert not os.path.exists(tmp_path / "out")
 
 
-def test_train_cosent_with_matryoshka_dims(capsys, tmp_path, files, encoder_file):
+def test_train_cosent_with_matryoshka_dims_and_adamw(capsys, tmp_path, files, encoder_file):
     policy = keras.config.dtype_policy().name
     out = run_cli(
         capsys, "train", "--objective", "cosent", "--model", encoder_file, "--train", files["sts"],
         "--output", tmp_path / "run", "--matryoshka-dims", "8,4", "--batch-size", 4, "--quiet",
+        "--weight-decay", 0.01, "--clip-norm", 1.0, "--seed", 3,
     )  # fmt: skip
     assert out["objective"] == "cosent" and out["matryoshka_dims"] == [8, 4]
+    assert (out["seed"], out["weight_decay"], out["clip_norm"]) == (3, 0.01, 1.0)
+    optimizer = load_run(tmp_path / "run")[0].optimizer
+    assert isinstance(optimizer, keras.optimizers.AdamW) and optimizer.weight_decay == pytest.approx(0.01)
+    assert optimizer.global_clipnorm == pytest.approx(1.0)
     assert np.isfinite(out["history"]["loss"][0]) and os.path.exists(tmp_path / "run" / "encoder.keras")
     # `--precision auto` (bfloat16 on a bf16 CPU) held for the run only: the caller's policy is back.
     assert keras.config.dtype_policy().name == policy

@@ -86,6 +86,7 @@ def training_runs(strategy=None):
             batch_size=GLOBAL_BATCH,
             learning_rate=1e-2,
             seed=0,
+            clipnorm=None,  # Keras clips per replica, before the sum (refused under a strategy)
             callbacks=[steps],
             verbose=0,
             strategy=strategy,

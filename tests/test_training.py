@@ -10,6 +10,7 @@ import pytest
 
 import sbert_keras as sk
 from conftest import ROOT
+from conftest import shared_path
 from conftest import tiny_encoder
 from sbert_keras import backup
 from sbert_keras import data
@@ -33,11 +34,57 @@ def test_warmup_then_linear_decay():
 
 
 def test_paper_optimizer_is_adam_with_ten_percent_warmup():
-    optimizer = training.paper_optimizer(total_steps=360)
-    assert isinstance(optimizer, keras.optimizers.Adam)
-    assert optimizer.learning_rate.__class__ is not None
+    optimizer = training.paper_optimizer(total_steps=360, weight_decay=0, clipnorm=None)
+    assert type(optimizer) is keras.optimizers.Adam and optimizer.global_clipnorm is None
     schedule = optimizer._learning_rate
     assert schedule.warmup_steps == 36 and schedule.learning_rate == 2e-5
+
+
+def test_paper_optimizer_with_weight_decay_is_adamw_sparing_biases_and_layer_norms():
+    optimizer = training.paper_optimizer(10, learning_rate=0.1, warmup_fraction=0.0, weight_decay=0.01, clipnorm=1.0)
+    assert isinstance(optimizer, keras.optimizers.AdamW) and optimizer.global_clipnorm == 1.0
+    inputs = keras.Input((4,))
+    outputs = keras.layers.LayerNormalization()(keras.layers.Dense(4, kernel_initializer="ones")(inputs))
+    model = keras.Model(inputs, outputs)
+    before = {v.path: np.array(v) for v in model.trainable_variables}
+    # Zero gradients: Adam moves nothing, so what changes is the decay alone (lr 0.1 x 0.01 of each weight).
+    optimizer.apply_gradients([(keras.ops.zeros_like(v), v) for v in model.trainable_variables])
+    for v in model.trainable_variables:
+        shrink = 1.0 - 0.1 * 0.01 if v.name == "kernel" else 1.0
+        np.testing.assert_allclose(np.array(v), before[v.path] * shrink, rtol=1e-6, err_msg=v.path)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"weight_decay": -0.01}, "weight_decay"),
+        ({"clipnorm": float("nan")}, "clipnorm"),
+        ({"clipnorm": "1"}, "clipnorm"),
+    ],
+)
+def test_bad_optimizer_settings_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=f"`{name}` must be a finite number >= 0"):
+        training.paper_optimizer(10, **kwargs)
+    with pytest.raises(ValueError, match=f"`{name}` must be"):
+        training.train_objective("regression", None, STS, **kwargs)
+
+
+def _tiny_roberta_run(seed, builder_seed):
+    """Trains the tiny RoBERTa (dropout 0.1) on 32 pairs; its vectors of the training sentences."""
+    keras.utils.set_random_seed(builder_seed)  # the state the encoder (and its dropout) is built in
+    encoder = sk.SentenceEncoder.from_preset(shared_path("reference", "tiny-roberta", "model"), sequence_length=16)
+    pairs = data.SentencePairs(A * 2, B * 2, np.linspace(0, 5, 32).astype("float32"))
+    training.train_objective("regression", encoder, pairs, batch_size=8, learning_rate=1e-3, seed=seed, verbose=0)
+    return encoder.encode(A[:4] + B[:4], precision="float32", show_progress=False)
+
+
+@pytest.mark.slow  # three fits of the tiny RoBERTa
+def test_the_same_seed_trains_the_same_weights_whatever_came_before():
+    first = _tiny_roberta_run(seed=7, builder_seed=1)
+    again = _tiny_roberta_run(seed=7, builder_seed=2)  # other global random state when the encoder was built
+    np.testing.assert_allclose(again, first, atol=1e-6)
+    other = _tiny_roberta_run(seed=8, builder_seed=1)  # the seed moves the dropout masks and the batch order
+    assert np.abs(other - first).max() > 1e-4
 
 
 def test_set_precision_takes_the_precision_vocabulary(monkeypatch):
@@ -166,12 +213,17 @@ MIRRORED = textwrap.dedent("""
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     A = ["a man is playing guitar", "the cat sleeps", "a dog runs", "a woman eats food"] * 4
     B = ["a man is playing piano", "a cat sleeps", "the dog runs", "the sky is blue"] * 4
+    pairs = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
     with strategy.scope():
         encoder = tiny_encoder()
+        try:  # Keras would clip per replica, before the sum: refused
+            training.train_objective("regression", encoder, pairs, batch_size=8, verbose=0, clipnorm=1.0)
+            refused = ""
+        except ValueError as error:
+            refused = str(error)
         model, history = training.train_objective(
-            "regression", encoder, data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32")),
-            epochs=1, batch_size=8, verbose=0)
-    print(json.dumps({"replicas": strategy.num_replicas_in_sync,
+            "regression", encoder, pairs, epochs=1, batch_size=8, verbose=0, clipnorm=None)
+    print(json.dumps({"replicas": strategy.num_replicas_in_sync, "refused": refused,
                       "loss": history.history["loss"][0]}))
 """)
 
@@ -184,6 +236,7 @@ def test_one_epoch_under_mirrored_strategy_on_two_cpus():
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["replicas"] == 2 and np.isfinite(out["loss"])
+    assert "`clipnorm=1.0` under a strategy with 2 replicas" in out["refused"]
 
 
 STS = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
