@@ -20,7 +20,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-extras.tx
 install: $(VENV)/.installed
 
 demo: install
-	$(PY) -m sbert_keras.demo
+	$(PY) -m sbert_keras.cli.demo
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,13 +1,13 @@
 """Corpus encoding on Apache Beam against single-process `encode`, on distinct SNLI sentences.
 
 The texts: the premises and hypotheses of `snli_1.0_train_subset.jsonl`
-(read with `sbert_keras.data.read_nli`, unlabelled lines kept), deduplicated
+(read with `sbert_keras.data.readers.read_nli`, unlabelled lines kept), deduplicated
 in order of first appearance; the full run needs >= 100,000 of them.
 all-MiniLM-L6-v2 embeds them twice, at the same precision and batch size:
 
   (a) single process: `encode` in a child process (load, warm-up on 64
       texts, then the timed pass), its embeddings saved to `.npy`;
-  (b) Beam: `sbert_keras.beam.embed_corpus` on the DirectRunner with
+  (b) Beam: `sbert_keras.integrations.beam.embed_corpus` on the DirectRunner with
       `--direct_num_workers W --direct_running_mode multi_processing`
       (default W = 2), from the text file to Parquet shards. Its time
       counts everything: pipeline start, the driver's probe of the model
@@ -47,7 +47,7 @@ SNLI = "data/snli/snli_1.0_train_subset.jsonl"
 
 def distinct_snli_sentences(path, limit=None):
     """Premises then hypotheses of each pair, deduplicated, one line each."""
-    from sbert_keras import data
+    from sbert_keras.data import readers as data
 
     pairs = data.read_nli(path, skip_unlabeled=False)
     seen = {}
@@ -172,7 +172,7 @@ def main():
     )
     import numpy as np
 
-    from sbert_keras import beam
+    from sbert_keras.integrations import beam
 
     with tempfile.TemporaryDirectory(prefix="beam_encode-") as tmp:
         texts_file = os.path.join(tmp, "texts.txt")

@@ -68,8 +68,8 @@ def run_child(args, model_dir, train_path):
     from sbert_keras import CachedContrastiveSiamese
     from sbert_keras import ContrastiveSiamese
     from sbert_keras import SentenceEncoder
-    from sbert_keras import data
     from sbert_keras import set_precision
+    from sbert_keras.data import readers as data
 
     steps = args.steps
     needed = batch_size * steps

@@ -91,7 +91,7 @@ def sts_dev_texts_and_model(benchmark, lines=None):
     model_dir = model_path(benchmark)
     if paths is None or model_dir is None:
         return None
-    from sbert_keras import data
+    from sbert_keras.data import readers as data
 
     dev = data.read_sts(paths[0])
     lines = len(dev) if lines is None else lines
@@ -309,7 +309,7 @@ def quiet_tf_python_logs():
 
 def add_training_args(parser, limit_help):
     """`--precision`, `--seed`, `--limit` of the training benchmarks."""
-    from sbert_keras import defaults
+    from sbert_keras.utils import defaults
 
     parser.add_argument(
         "--precision",

@@ -56,7 +56,7 @@ import encode_peers_report as report  # noqa: E402
 
 common.silence_tensorflow()
 
-from sbert_keras import data  # noqa: E402
+from sbert_keras.data import readers as data  # noqa: E402
 
 NAME = "encode_peers"
 BATCH_SIZE = 32

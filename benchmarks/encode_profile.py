@@ -5,7 +5,7 @@ padded to the longest of them) runs through seven graphs of all-MiniLM-L6-v2:
 
 - `keras_float32`: the functional model (KerasHub `TransformerEncoder`s);
 - `keras_mixed_bfloat16`: the same under the `mixed_bfloat16` policy;
-- `fused_float32`, `fused_bfloat16`, `fused_int8`: `sbert_keras.fused`'s
+- `fused_float32`, `fused_bfloat16`, `fused_int8`: `sbert_keras.runtime.fused_graph`'s
   graph, what `encode` runs (int8: the default recipe);
 - `fused_*_xla`: the float graphs with `jit_compile=True` and the
   composite LayerNorm (timing only).
@@ -97,7 +97,7 @@ def main():
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import fused
+    from sbert_keras.runtime import fused_graph as fused
 
     repeats = 3 if args.quick else args.repeats
     encoder = SentenceEncoder.from_preset(str(model_dir))

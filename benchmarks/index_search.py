@@ -1,4 +1,4 @@
-"""Approximate-nearest-neighbour search (`sbert_keras.index`) against exact search.
+"""Approximate-nearest-neighbour search (`sbert_keras.retrieval.index`) against exact search.
 
 The corpus: the distinct SNLI sentences (premises and hypotheses of the
 training subset, then of the test file) encoded with all-MiniLM-L6-v2
@@ -14,7 +14,7 @@ during the build, the index's serialized size (and the float vectors kept for
 rescoring), recall@10 against exact search (the true top 10 by cosine, from
 `search.semantic_search`) and queries per second over the 1,000 queries in
 one batch (best of `--repeats`). It also times the exact NumPy
-`semantic_search` of `sbert_keras.search`, the 10x QPS target's baseline.
+`semantic_search` of `sbert_keras.retrieval.semantic_search`, the 10x QPS target's baseline.
 One JSON line per measurement; faiss and NumPy use all cores (2 here).
 
     PYTHONPATH=. .venv/bin/python benchmarks/index_search.py [--quick] [--cache-dir /work/scratch]
@@ -35,10 +35,10 @@ common.silence_tensorflow()
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sbert_keras import data  # noqa: E402
-from sbert_keras import outputs  # noqa: E402
-from sbert_keras.index import EmbeddingIndex  # noqa: E402
-from sbert_keras.search import semantic_search  # noqa: E402
+from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.retrieval.index import EmbeddingIndex  # noqa: E402
+from sbert_keras.retrieval.semantic_search import semantic_search  # noqa: E402
+from sbert_keras.utils import atomic_io as outputs  # noqa: E402
 
 NAME = "index_search"
 BATCH_SIZE = 32

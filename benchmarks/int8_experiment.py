@@ -3,7 +3,7 @@
 Runs the 3,000 STS-B dev sentences (batch 32, length-sorted batches padded
 to their longest text, as `encode` does) through a copy of the fused
 forward pass whose matmuls are, per recipe, bf16 or int8
-(`sbert_keras.int8.int8_dense`) with dynamic or calibrated (300 STS-B train
+(`sbert_keras.runtime.kernels.onednn_int8.int8_dense`) with dynamic or calibrated (300 STS-B train
 sentences) activation ranges. Prints one JSON line per recipe: min and mean
 cosine to float32, dev Spearman, texts/s, and the bf16 fused pass measured
 in the same run.
@@ -25,10 +25,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from sbert_keras import data  # noqa: E402
-from sbert_keras import int8  # noqa: E402
-from sbert_keras import int8_quantize  # noqa: E402
+from sbert_keras.data import readers as data  # noqa: E402
 from sbert_keras.encoder import SentenceEncoder  # noqa: E402
+from sbert_keras.runtime.kernels import int8_quantization as int8_quantize  # noqa: E402
+from sbert_keras.runtime.kernels import onednn_int8 as int8  # noqa: E402
 
 NAME = "int8_experiment"
 BATCH = 32

@@ -1,7 +1,7 @@
 """A/B of the fused graph's LayerNorm: oneDNN's `_MklLayerNorm` vs the composite.
 
 Two encoders of all-MiniLM-L6-v2 in one process: "onednn" is what `encode`
-runs (`sbert_keras.onednn`: the fused kernel from
+runs (`sbert_keras.runtime.kernels.onednn_layer_norm`: the fused kernel from
 `FUSED_LAYER_NORM_MIN_ROWS` rows, the composite below); "composite" is the
 same fused graph built while `onednn.layer_norm_available()` is patched to
 say no, so every LayerNorm is the eight-kernel composite. Their passes over
@@ -33,7 +33,7 @@ QUERY = "A man is playing a guitar on the street."
 def build(model_dir, precision, fused_norm, warmup):
     """A MiniLM `SentenceEncoder` whose fused graph (traced by `warmup`) uses the fused LayerNorm or not."""
     from sbert_keras import SentenceEncoder
-    from sbert_keras import onednn
+    from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
 
     encoder = SentenceEncoder.from_preset(str(model_dir))
     if fused_norm:

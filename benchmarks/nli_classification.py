@@ -48,11 +48,11 @@ def main():
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import data
     from sbert_keras import nli_evaluation
     from sbert_keras import set_precision
     from sbert_keras import sts_evaluation
     from sbert_keras import train_objective
+    from sbert_keras.data import readers as data
 
     limit = args.limit or (QUICK_TRAIN if args.quick else FULL_TRAIN)
     test_limit = args.test_limit or (QUICK_TEST if args.quick else None)

@@ -40,7 +40,7 @@ def mining_texts(sts_train, sts_dev, snli_train, size):
     file. STS-B train alone has 10,566 distinct sentences, so the default
     10,000 texts all come from it; a larger `--size` adds dev, then SNLI.
     """
-    from sbert_keras import data
+    from sbert_keras.data import readers as data
 
     unique, sources = {}, {}
 

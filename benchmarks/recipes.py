@@ -44,15 +44,15 @@ common.quiet_tf_python_logs()
 from sbert_keras import CachedContrastiveSiamese  # noqa: E402
 from sbert_keras import ContrastiveSiamese  # noqa: E402
 from sbert_keras import SentenceEncoder  # noqa: E402
-from sbert_keras import data  # noqa: E402
 from sbert_keras import set_precision  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
 from sbert_keras import train_objective  # noqa: E402
-from sbert_keras.defaults import CLIP_NORM  # noqa: E402
-from sbert_keras.defaults import WEIGHT_DECAY  # noqa: E402
-from sbert_keras.pipelines import siamese_dataset  # noqa: E402
-from sbert_keras.schedules import paper_optimizer  # noqa: E402
-from sbert_keras.training import seed_everything  # noqa: E402
+from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.training.pipelines import siamese_dataset  # noqa: E402
+from sbert_keras.training.schedules import paper_optimizer  # noqa: E402
+from sbert_keras.training.trainer import seed_everything  # noqa: E402
+from sbert_keras.utils.defaults import CLIP_NORM  # noqa: E402
+from sbert_keras.utils.defaults import WEIGHT_DECAY  # noqa: E402
 
 NAME = "recipes"
 STS_TRAIN, STS_DEV = "data/stsbenchmark/sts-train.csv", "data/stsbenchmark/sts-dev.csv"

@@ -49,12 +49,12 @@ import tensorflow as tf  # noqa: E402
 common.quiet_tf_python_logs()
 
 from sbert_keras import SentenceEncoder  # noqa: E402
-from sbert_keras import data  # noqa: E402
-from sbert_keras import defaults  # noqa: E402
-from sbert_keras import schedules  # noqa: E402
 from sbert_keras import set_precision  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
 from sbert_keras import train_objective  # noqa: E402
+from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.training import schedules  # noqa: E402
+from sbert_keras.utils import defaults  # noqa: E402
 
 NAME = "sts_ceiling"
 WISE_ALPHAS = (0.5, 0.7, 0.8, 0.9)

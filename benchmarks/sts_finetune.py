@@ -54,10 +54,10 @@ def main():
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import data
     from sbert_keras import set_precision
     from sbert_keras import sts_evaluation
     from sbert_keras import train_objective
+    from sbert_keras.data import readers as data
 
     limit = args.limit or (QUICK_TRAIN if args.quick else None)
     dev_limit = args.dev_limit or (QUICK_DEV if args.quick else None)

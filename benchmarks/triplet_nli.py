@@ -89,13 +89,13 @@ def main():
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import data
     from sbert_keras import set_precision
     from sbert_keras import sts_evaluation
-    from sbert_keras import training
     from sbert_keras import triplet_evaluation
-    from sbert_keras.pipelines import siamese_dataset
-    from sbert_keras.schedules import paper_optimizer
+    from sbert_keras.data import readers as data
+    from sbert_keras.training import trainer as training
+    from sbert_keras.training.pipelines import siamese_dataset
+    from sbert_keras.training.schedules import paper_optimizer
 
     limit = args.limit or (QUICK_PAIRS if args.quick else FULL_PAIRS)
     test_limit = args.test_limit or (QUICK_TEST if args.quick else None)

@@ -3,10 +3,10 @@
 The public names below are imported lazily (PEP 562 `__getattr__`): `import
 sbert_keras` alone does not import TensorFlow, so an entry point such as
 `sbert-keras` (`sbert_keras.cli:main`) can set TensorFlow's logging
-environment first (`sbert_keras.console`). The first access of any public
+environment first (`sbert_keras.utils.console`). The first access of any public
 name imports every module below, as an eager `__init__` would, so all
 custom Keras objects are registered for `keras.saving.load_model`
-(`sbert_keras.index` imports without faiss, its optional dependency: faiss
+(`sbert_keras.retrieval.index` imports without faiss, its optional dependency: faiss
 is needed only to build or load an `EmbeddingIndex`). When Keras is already
 imported (`import keras` before `import sbert_keras`), everything is
 imported at once. Otherwise touch any public name (e.g.
@@ -48,61 +48,65 @@ _check_backend()
 
 __version__ = "0.1.0"
 
+from sbert_keras.utils import module_paths  # noqa: E402 (after the backend check)
+
+module_paths.install(__name__)
+
 # Public name -> the module that defines it.
 _EXPORTS = {
-    "BertLayoutBackbone": "backbone",
+    "BertLayoutBackbone": "model.backbone",
     "SentenceEncoder": "encoder",
-    "CorruptModelError": "keras_files",
-    "PresetUnavailableError": "checkpoints",
-    "IncompleteOutputError": "outputs",
-    "EvaluationCallback": "evaluation",
-    "nli_evaluation": "evaluation",
-    "sts_evaluation": "evaluation",
-    "transfer_evaluation": "evaluation",
-    "triplet_evaluation": "evaluation",
-    "export_saved_model": "export",
-    "CachedContrastiveSiamese": "cached_siamese",
-    "mine_hard_negatives": "hard_negatives",
-    "write_triplets_csv": "hard_negatives",
-    "EmbeddingIndex": "index",
-    "MaskedPooling": "layers",
-    "binary_classification_evaluation": "pair_evaluation",
-    "paraphrase_mining_evaluation": "pair_evaluation",
-    "information_retrieval_evaluation": "retrieval_evaluation",
-    "read_beir": "retrieval_evaluation",
-    "InBatchNegativesLoss": "losses",
-    "TripletLoss": "losses",
-    "AnglELoss": "losses_modern",
-    "BatchHardTripletLoss": "losses_modern",
-    "CoSENTLoss": "losses_modern",
-    "MSEDistillationLoss": "losses_modern",
-    "OnlineContrastiveLoss": "losses_modern",
-    "SymmetricInBatchNegativesLoss": "losses_modern",
-    "MatryoshkaLoss": "matryoshka",
-    "MatryoshkaPrefixes": "matryoshka",
-    "SentenceEncoderPreprocessor": "preprocessor",
-    "cluster": "clustering",
-    "community_detection": "clustering",
-    "paraphrase_mining": "search",
-    "paraphrase_mining_texts": "search",
-    "semantic_search": "search",
-    "ClassificationSiamese": "siamese",
-    "ContrastiveSiamese": "siamese",
-    "RegressionSiamese": "siamese",
-    "SiamesePreprocessor": "siamese",
-    "TripletSiamese": "siamese",
-    "LabelRangeError": "fit_checks",
-    "NonFiniteLossError": "fit_checks",
-    "BatchHardTripletModel": "embedding_models",
-    "DistillationModel": "embedding_models",
-    "CosineSimilarity": "similarity",
-    "PairFeatures": "similarity",
-    "SimilarityMatrix": "similarity",
-    "TripletDistances": "similarity",
-    "set_precision": "precision",
-    "WarmupLinearDecay": "schedules",
-    "paper_optimizer": "schedules",
-    "train_objective": "training",
+    "CorruptModelError": "checkpoints.keras_files",
+    "PresetUnavailableError": "checkpoints.presets",
+    "IncompleteOutputError": "utils.atomic_io",
+    "EvaluationCallback": "evaluation.evaluators",
+    "nli_evaluation": "evaluation.evaluators",
+    "sts_evaluation": "evaluation.evaluators",
+    "transfer_evaluation": "evaluation.evaluators",
+    "triplet_evaluation": "evaluation.evaluators",
+    "export_saved_model": "runtime.export",
+    "CachedContrastiveSiamese": "training.cached_siamese",
+    "mine_hard_negatives": "training.hard_negatives",
+    "write_triplets_csv": "training.hard_negatives",
+    "EmbeddingIndex": "retrieval.index",
+    "MaskedPooling": "model.pooling",
+    "binary_classification_evaluation": "evaluation.pair_evaluation",
+    "paraphrase_mining_evaluation": "evaluation.pair_evaluation",
+    "information_retrieval_evaluation": "evaluation.retrieval_evaluation",
+    "read_beir": "evaluation.retrieval_evaluation",
+    "InBatchNegativesLoss": "losses.sentence_bert",
+    "TripletLoss": "losses.sentence_bert",
+    "AnglELoss": "losses.pairwise_and_batch",
+    "BatchHardTripletLoss": "losses.pairwise_and_batch",
+    "CoSENTLoss": "losses.pairwise_and_batch",
+    "MSEDistillationLoss": "losses.pairwise_and_batch",
+    "OnlineContrastiveLoss": "losses.pairwise_and_batch",
+    "SymmetricInBatchNegativesLoss": "losses.pairwise_and_batch",
+    "MatryoshkaLoss": "losses.matryoshka",
+    "MatryoshkaPrefixes": "losses.matryoshka",
+    "SentenceEncoderPreprocessor": "model.preprocessor",
+    "cluster": "retrieval.clustering",
+    "community_detection": "retrieval.clustering",
+    "paraphrase_mining": "retrieval.semantic_search",
+    "paraphrase_mining_texts": "retrieval.semantic_search",
+    "semantic_search": "retrieval.semantic_search",
+    "ClassificationSiamese": "training.siamese",
+    "ContrastiveSiamese": "training.siamese",
+    "RegressionSiamese": "training.siamese",
+    "SiamesePreprocessor": "training.siamese",
+    "TripletSiamese": "training.siamese",
+    "LabelRangeError": "training.fit_checks",
+    "NonFiniteLossError": "training.fit_checks",
+    "BatchHardTripletModel": "training.single_text_models",
+    "DistillationModel": "training.single_text_models",
+    "CosineSimilarity": "model.similarity",
+    "PairFeatures": "model.similarity",
+    "SimilarityMatrix": "model.similarity",
+    "TripletDistances": "model.similarity",
+    "set_precision": "model.precision",
+    "WarmupLinearDecay": "training.schedules",
+    "paper_optimizer": "training.schedules",
+    "train_objective": "training.trainer",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]  # noqa: PLE0605 (a list)

@@ -5,12 +5,12 @@ import types
 import keras
 import keras_hub
 
-from sbert_keras.checkpoints import load_preset
-from sbert_keras.defaults import DEFAULT_PRESET
+from sbert_keras.checkpoints.presets import load_preset
 from sbert_keras.encoding import EncodingMixin
-from sbert_keras.layers import MaskedPooling
-from sbert_keras.preprocessor import check_sequence_length
-from sbert_keras.prompts import PromptsMixin
+from sbert_keras.model.pooling import MaskedPooling
+from sbert_keras.model.preprocessor import check_sequence_length
+from sbert_keras.model.prompts import PromptsMixin
+from sbert_keras.utils.defaults import DEFAULT_PRESET
 
 
 def restore_compile(model, config):
@@ -47,7 +47,7 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
     optionally, a float32 L2 normalisation. Inference (`encode`, `predict`
     and `__call__` on raw strings, `quantize`, `project`) comes from
     `sbert_keras.encoding.EncodingMixin`, prompts (`encode_query`,
-    `encode_document`) from `sbert_keras.prompts.PromptsMixin`.
+    `encode_document`) from `sbert_keras.model.prompts.PromptsMixin`.
     Every siamese objective of `sbert_keras` wraps one instance of it, so the
     weights are shared by construction. With a `preprocessor` attached,
     `predict`, `fit` and `evaluate` accept raw strings.
@@ -143,7 +143,7 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
 
         The contract of KerasHub's `Task.from_preset(preset, load_weights=True,
         **kwargs)`: keyword arguments override what the preset says. The work
-        is done by `sbert_keras.checkpoints.load_preset`.
+        is done by `sbert_keras.checkpoints.presets.load_preset`.
 
         Args:
             preset: str or path. A KerasHub preset name (`"roberta_base_en"`,

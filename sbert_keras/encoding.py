@@ -1,7 +1,7 @@
 """Inference on a `SentenceEncoder`: `encode`, `predict` and `__call__` on raw strings.
 
 `EncodingMixin` is the part of `SentenceEncoder` that hands inference to
-its `sbert_keras.inference.InferenceEngine` (created on first use) and keeps
+its `sbert_keras.runtime.engine.InferenceEngine` (created on first use) and keeps
 that engine in step with the weights (`load_weights`, `quantize`); its base
 `RawTextMixin` sends text given to `predict` or `encoder(...)` to `encode`.
 The model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
@@ -11,11 +11,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sbert_keras import batching
-from sbert_keras.defaults import ENCODE_BATCH_SIZE
-from sbert_keras.inference import InferenceEngine
-from sbert_keras.preprocessor import check_texts
-from sbert_keras.prompts import check_truncate_dim
+from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.model.prompts import check_truncate_dim
+from sbert_keras.runtime import batching
+from sbert_keras.runtime.engine import InferenceEngine
+from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
 
 
 class RawTextMixin:
@@ -85,7 +85,7 @@ class EncodingMixin(RawTextMixin):
 
     @property
     def engine(self):
-        """This encoder's `sbert_keras.inference.InferenceEngine` (created on first use)."""
+        """This encoder's `sbert_keras.runtime.engine.InferenceEngine` (created on first use)."""
         cache = self._inference_cache
         if getattr(cache, "engine", None) is None:
             cache.engine = InferenceEngine(self)
@@ -113,7 +113,7 @@ class EncodingMixin(RawTextMixin):
 
         For a server: call it at start-up so that the first request runs at
         full speed. Verdicts and XLA graphs are also cached on disk
-        (`sbert_keras.cold_start`), so a second process with the same model
+        (`sbert_keras.runtime.cold_start`), so a second process with the same model
         warms up faster.
 
         Args:
@@ -166,7 +166,7 @@ class EncodingMixin(RawTextMixin):
         Texts are tokenised once, sorted by token length, batched and padded
         only to each batch's longest text, run through one traced function
         with dynamic shapes (RoBERTa/BERT-layout backbones use the fused,
-        self-checked graph of `sbert_keras.fused`), and put back in their
+        self-checked graph of `sbert_keras.runtime.fused_graph`), and put back in their
         original order. Texts longer than `sequence_length` are truncated;
         their count is warned about and kept in `self.last_num_truncated`.
 
@@ -189,7 +189,7 @@ class EncodingMixin(RawTextMixin):
                 `"query: "`); `""` for none. Wins over `prompt_name`.
             prompt_name: str or None. A key of `encoder.prompts`. With
                 neither, the encoder's `default_prompt_name` prompt, if any
-                (see `sbert_keras.prompts`; `encode_query` and
+                (see `sbert_keras.model.prompts`; `encode_query` and
                 `encode_document` pick the query / document prompt).
             truncate_dim: int or None. Keep the first `truncate_dim`
                 dimensions (for Matryoshka-trained models), then L2-normalise

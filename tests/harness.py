@@ -32,7 +32,7 @@ import tensorflow as tf
 from keras import tree
 
 from conftest import ROOT
-from sbert_keras import outputs
+from sbert_keras.utils import atomic_io as outputs
 
 # A `$SBERT_KERAS_TEST_PAUSE_AT` that matches no stage: every stage is logged, none pauses.
 LOG_STAGES = "log stages only"
@@ -264,8 +264,8 @@ def small_disk_available():
 # what the command left on the disk (the filler not counted).
 _CLI_ON_DISK = """
 import json, os, sys
-from sbert_keras import disk_space
-from sbert_keras.cli import main
+from sbert_keras.utils import disk_space
+from sbert_keras.cli.parser import main
 disk, fill, args = sys.argv[1], sys.argv[2] == "fill", sys.argv[3:]
 if fill:
     disk_space.check_free_space = lambda path, needed: None

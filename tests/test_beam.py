@@ -1,4 +1,4 @@
-"""Tests of `sbert_keras.beam`: RunInference on the DirectRunner, Parquet shards, bad input."""
+"""Tests of `sbert_keras.integrations.beam`: RunInference on the DirectRunner, Parquet shards, bad input."""
 
 import argparse
 import json
@@ -15,10 +15,10 @@ import sbert_keras  # noqa: E402
 from conftest import tiny_encoder  # noqa: E402
 from harness import run_cli_on_small_disk  # noqa: E402
 from harness import small_disk_available  # noqa: E402
-from sbert_keras import beam  # noqa: E402
-from sbert_keras import data  # noqa: E402
-from sbert_keras import disk_space  # noqa: E402
-from sbert_keras import embedding_shards  # noqa: E402
+from sbert_keras.data import embedding_shards  # noqa: E402
+from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.integrations import beam  # noqa: E402
+from sbert_keras.utils import disk_space  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TEXTS = [
@@ -148,7 +148,7 @@ def test_worker_error_text_becomes_value_error_naming_file_and_line():
     # What the multi-processing DirectRunner raises: the worker's traceback as text.
     trace = (
         "Traceback (most recent call last):\n  File ...\n"
-        "sbert_keras.data.DataFormatError: /data/c.jsonl, line 9: 'text' is not a string: 3\n"
+        "sbert_keras.data.readers.DataFormatError: /data/c.jsonl, line 9: 'text' is not a string: 3\n"
     )
     with pytest.raises(ValueError, match=r"^/data/c\.jsonl, line 9: 'text' is not a string: 3$"):
         beam.run_pipeline(_FailingPipeline(RuntimeError(trace)))

@@ -10,7 +10,7 @@ from scipy import stats
 
 from conftest import ROOT
 from conftest import tiny_encoder
-from sbert_keras import data
+from sbert_keras.data import readers as data
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import recipes  # noqa: E402

@@ -8,7 +8,7 @@ import numpy as np
 
 from conftest import ROOT
 from conftest import tiny_encoder
-from sbert_keras import data
+from sbert_keras.data import readers as data
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import sts_ceiling  # noqa: E402

@@ -8,7 +8,7 @@ from conftest import tiny_encoder
 from harness import dtype_policy
 from harness import run_model_saving_test
 from harness import run_serialization_test
-from sbert_keras.cached_siamese import CachedContrastiveSiamese
+from sbert_keras.training.cached_siamese import CachedContrastiveSiamese
 
 A = np.array(
     [

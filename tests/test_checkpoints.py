@@ -20,12 +20,12 @@ from conftest import shared_path
 from conftest import tiny_encoder
 from sbert_keras import RegressionSiamese
 from sbert_keras import SentenceEncoder
-from sbert_keras import fused as fused_graph
-from sbert_keras import outputs
-from sbert_keras.checkpoints import CorruptModelError
-from sbert_keras.checkpoints import PresetUnavailableError
-from sbert_keras.checkpoints import read_sentence_transformers_settings
-from sbert_keras.cli import load_encoder
+from sbert_keras.checkpoints.presets import CorruptModelError
+from sbert_keras.checkpoints.presets import PresetUnavailableError
+from sbert_keras.checkpoints.presets import read_sentence_transformers_settings
+from sbert_keras.cli.parser import load_encoder
+from sbert_keras.runtime import fused_graph
+from sbert_keras.utils import atomic_io as outputs
 from test_st_modules import write_dense
 
 
@@ -142,7 +142,7 @@ def test_bert_token_ids_match_the_checkpoint_tokenizer():
 
 
 def test_lowercasing_tokenizer_serializes():
-    from sbert_keras.checkpoints import LowercasingBertTokenizer
+    from sbert_keras.checkpoints.presets import LowercasingBertTokenizer
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "straße", "groß"]
     tokenizer = LowercasingBertTokenizer(vocabulary=vocab, lowercase=True, strip_accents=True)

@@ -16,10 +16,10 @@ from conftest import shared_path
 from conftest import tiny_encoder
 from harness import run_until_paused
 from sbert_keras import SentenceEncoder
-from sbert_keras import defaults
-from sbert_keras import outputs
-from sbert_keras.cli import build_parser
-from sbert_keras.cli import main
+from sbert_keras.cli.parser import build_parser
+from sbert_keras.cli.parser import main
+from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import defaults
 
 CORPUS = [
     "a man is playing guitar",
@@ -223,7 +223,7 @@ def test_expected_errors_print_one_line(capsys, monkeypatch, tmp_path, error, ex
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr("sbert_keras.cli_commands.load_encoder", fail)
+    monkeypatch.setattr("sbert_keras.cli.commands.load_encoder", fail)
     err = run_cli_error(capsys, "cluster", "--model", "some_preset_en", "--input", corpus_file(tmp_path))
     assert err == f"sbert-keras cluster: error: {expected}"
 
@@ -232,7 +232,7 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch, tmp_path):
     def fail(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("sbert_keras.cli_commands.load_encoder", fail)
+    monkeypatch.setattr("sbert_keras.cli.commands.load_encoder", fail)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["cluster", "--model", "x", "--input", str(corpus_file(tmp_path))])
 
@@ -563,7 +563,7 @@ def test_embed_corpus_help_and_missing_apache_beam(capsys, monkeypatch):
     import sbert_keras
 
     monkeypatch.delattr(sbert_keras, "beam", raising=False)
-    monkeypatch.setitem(sys.modules, "sbert_keras.beam", None)  # as if apache-beam were not installed
+    monkeypatch.setitem(sys.modules, "sbert_keras.integrations.beam", None)  # as if apache-beam were not installed
     with pytest.raises(SystemExit) as stop:
         main(["embed-corpus", "--model", "m.keras", "--input", "a.txt", "--output", "out"])
     err = capsys.readouterr().err
@@ -595,7 +595,7 @@ def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file
 
 
 def test_index_without_faiss_is_a_one_line_error(capsys, monkeypatch, tmp_path, encoder_file):
-    monkeypatch.setattr("sbert_keras.index.faiss", None)
+    monkeypatch.setattr("sbert_keras.retrieval.index.faiss", None)
     np.save(tmp_path / "e.npy", np.eye(3, 8, dtype="float32"))
     err = cli_error(capsys, "index", "build", "--embeddings", tmp_path / "e.npy", "--output", tmp_path / "idx")
     assert "error:" in err and "faiss" in err
@@ -629,7 +629,7 @@ def test_mine_negatives_writes_triplets_and_keeps_the_library_defaults(capsys, t
 
 
 def outputs_of(path):
-    from sbert_keras import data
+    from sbert_keras.data import readers as data
 
     t = data.read_triplets_csv(str(path))
     return list(zip(t.anchor, t.positive, t.negative))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras import cold_start
-from sbert_keras import inference
+from sbert_keras.runtime import cold_start
+from sbert_keras.runtime import engine as inference
 
 TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa"]
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from conftest import minilm_path
-from sbert_keras import console
+from sbert_keras.utils import console
 
 # absl's C++ log format, or what the known start-up lines say.
 TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} |cuInit|oneDNN custom operations|absl::InitializeLog", re.MULTILINE)
@@ -164,7 +164,7 @@ def test_cli_help_prints_no_tensorflow_line_and_imports_no_tensorflow():
     assert "usage: sbert-keras" in result.stdout
     assert not TF_LOG_LINE.search(result.stderr + result.stdout), result.stderr
     code = (
-        "import sys\nfrom sbert_keras.cli import main\n"
+        "import sys\nfrom sbert_keras.cli.parser import main\n"
         "try:\n    main(['cluster', '--help'])\nexcept SystemExit:\n    pass\n"
         "print('tensorflow' in sys.modules)\n"
     )
@@ -188,7 +188,7 @@ def test_cli_error_is_one_line_without_tensorflow_lines(tmp_path):
 @pytest.mark.slow
 def test_demo_prints_no_tensorflow_line():
     minilm_path()  # skips without the MiniLM package
-    result = run([sys.executable, "-m", "sbert_keras.demo"], timeout=600)
+    result = run([sys.executable, "-m", "sbert_keras.cli.demo"], timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Done in" in result.stdout
     assert not TF_LOG_LINE.search(result.stderr + result.stdout), result.stderr

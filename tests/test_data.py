@@ -1,4 +1,4 @@
-"""Tests for sbert_keras.data: tiny files under tmp_path, plus ../shared data."""
+"""Tests for sbert_keras.data.readers: tiny files under tmp_path, plus ../shared data."""
 
 import json
 import logging
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sbert_keras import data
-from sbert_keras.data import DataFormatError
+from sbert_keras.data import readers as data
+from sbert_keras.data.readers import DataFormatError
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -166,7 +166,7 @@ def test_read_nli_maps_labels_and_skips_unlabeled(tmp_path, caplog):
         + nli_line("contradiction", s2="c")
         + nli_line("-", s2="u2"),
     )
-    with caplog.at_level(logging.INFO, logger="sbert_keras.data"):
+    with caplog.at_level(logging.INFO, logger="sbert_keras.data.readers"):
         pairs = data.read_nli(path)
     assert len(pairs) == 3
     assert pairs.num_skipped == 2

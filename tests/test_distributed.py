@@ -22,17 +22,17 @@ from conftest import ROOT
 from conftest import WORDS
 from conftest import tiny_encoder
 from harness import run_serialization_test
-from sbert_keras import cli
-from sbert_keras import distributed
-from sbert_keras import objectives
-from sbert_keras import replicas
-from sbert_keras import training
-from sbert_keras.losses import InBatchNegativesLoss
-from sbert_keras.matryoshka import MatryoshkaLoss
-from sbert_keras.pipelines import siamese_dataset
-from sbert_keras.records import SentencePairs
-from sbert_keras.records import Triplets
-from sbert_keras.siamese import ContrastiveSiamese
+from sbert_keras.cli import parser as cli
+from sbert_keras.data.examples import SentencePairs
+from sbert_keras.data.examples import Triplets
+from sbert_keras.losses import replicas
+from sbert_keras.losses.matryoshka import MatryoshkaLoss
+from sbert_keras.losses.sentence_bert import InBatchNegativesLoss
+from sbert_keras.training import distributed
+from sbert_keras.training import objectives
+from sbert_keras.training import trainer as training
+from sbert_keras.training.pipelines import siamese_dataset
+from sbert_keras.training.siamese import ContrastiveSiamese
 
 GLOBAL_BATCH = 8
 WORKERS = 2

@@ -147,7 +147,7 @@ def _ragged(texts, encoder):
 
 def test_batches_run_concurrently_in_input_order(encoder):
     # Two calls must be in flight together: each waits for the other at the barrier.
-    from sbert_keras import batching
+    from sbert_keras.runtime import batching
 
     texts = [" ".join(["a"] * n) + " cat" for n in (1, 9, 3, 0, 7, 2, 5, 4)]
     ids = _ragged(texts, encoder)
@@ -168,7 +168,7 @@ def test_batches_run_concurrently_in_input_order(encoder):
 
 
 def test_a_failing_batch_raises_its_error(encoder):
-    from sbert_keras import batching
+    from sbert_keras.runtime import batching
 
     texts = ["a", "a b", "a b c", "a b c d", "a b c d e", "a b c d e f"]
     ids = _ragged(texts, encoder)

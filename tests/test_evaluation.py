@@ -7,7 +7,7 @@ from scipy import stats
 
 import sbert_keras as sk
 from conftest import tiny_encoder
-from sbert_keras import evaluation as ev
+from sbert_keras.evaluation import evaluators as ev
 
 A = np.array(
     ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 2

@@ -12,11 +12,11 @@ from conftest import ROOT
 from conftest import tiny_encoder
 from harness import run_on_small_disk
 from harness import small_disk_available
-from sbert_keras import export
 from sbert_keras import export_saved_model
-from sbert_keras import int8
-from sbert_keras.export import sorted_batches
-from sbert_keras.inference import resolve_precision
+from sbert_keras.runtime import export
+from sbert_keras.runtime.engine import resolve_precision
+from sbert_keras.runtime.export import sorted_batches
+from sbert_keras.runtime.kernels import onednn_int8 as int8
 
 TEXTS = ["a man is playing guitar", "the cat sleeps", "", "東京 😀", "a " * 40, "a dog", "the red car is fast and slow"]
 
@@ -192,7 +192,8 @@ def test_saved_model_refuses_what_encode_refuses(tmp_path):
 # The CLI with the size estimate taken away: the write itself meets the full disk.
 CLI_WITHOUT_ESTIMATE = """
 import sys
-from sbert_keras import cli, export
+from sbert_keras.cli import parser as cli
+from sbert_keras.runtime import export
 export.saved_model_bytes = lambda endpoint: 0
 sys.exit(cli.main(sys.argv[1:]))
 """

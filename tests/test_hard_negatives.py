@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras import data
-from sbert_keras import hard_negatives as hn
+from sbert_keras.data import readers as data
+from sbert_keras.training import hard_negatives as hn
 
 
 class FakeEncoder:

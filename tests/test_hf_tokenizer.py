@@ -5,9 +5,9 @@ import json
 import pytest
 
 from conftest import minilm_path
-from sbert_keras.cli import main
-from sbert_keras.hf_tokenizer import bert_tokenizer
-from sbert_keras.hf_tokenizer import roberta_tokenizer
+from sbert_keras.checkpoints.tokenizer_json import bert_tokenizer
+from sbert_keras.checkpoints.tokenizer_json import roberta_tokenizer
+from sbert_keras.cli.parser import main
 from test_checkpoints import copy_folder
 
 

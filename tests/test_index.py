@@ -1,4 +1,4 @@
-"""Tests of `sbert_keras.index`: recall against exact search, save/load, ids, quantization, errors."""
+"""Tests of `sbert_keras.retrieval.index`: recall against exact search, save/load, ids, quantization, errors."""
 
 import argparse
 import json
@@ -13,12 +13,12 @@ faiss = pytest.importorskip("faiss")
 from conftest import ROOT  # noqa: E402
 from harness import run_cli_on_small_disk  # noqa: E402
 from harness import small_disk_available  # noqa: E402
-from sbert_keras import disk_space  # noqa: E402
-from sbert_keras import index as index_lib  # noqa: E402
-from sbert_keras import index_files  # noqa: E402
-from sbert_keras import outputs  # noqa: E402
-from sbert_keras.index import EmbeddingIndex  # noqa: E402
-from sbert_keras.search import semantic_search  # noqa: E402
+from sbert_keras.retrieval import index as index_lib  # noqa: E402
+from sbert_keras.retrieval import index_files  # noqa: E402
+from sbert_keras.retrieval.index import EmbeddingIndex  # noqa: E402
+from sbert_keras.retrieval.semantic_search import semantic_search  # noqa: E402
+from sbert_keras.utils import atomic_io as outputs  # noqa: E402
+from sbert_keras.utils import disk_space  # noqa: E402
 
 DIM = 32
 

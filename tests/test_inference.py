@@ -13,9 +13,10 @@ from conftest import WORDS
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
 from sbert_keras import SentenceEncoderPreprocessor
-from sbert_keras import fused
-from sbert_keras import inference
-from sbert_keras import kerashub_adapter
+from sbert_keras.compat import keras_hub as kerashub_adapter
+from sbert_keras.runtime import engine as inference
+from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.utils import hardware
 
 # "東京 😀" is out of the toy vocabularies (the toy BPE maps it to id -1).
 TEXTS = [
@@ -117,16 +118,16 @@ def test_a_wrong_fused_graph_warns_and_falls_back(monkeypatch):
 
 
 def test_auto_precision_follows_the_cpu(monkeypatch):
-    monkeypatch.setattr(inference, "has_gpu", lambda: False)
-    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(hardware, "has_gpu", lambda: False)
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
     assert inference.resolve_precision("auto") == "float32"
     encoder = tiny_encoder()
     np.testing.assert_allclose(encoder.encode(TEXTS), encoder.encode(TEXTS, precision="float32"), atol=0)
-    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
     assert inference.resolve_precision(None) == "bfloat16"
-    monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"amx_bf16"}))
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"amx_bf16"}))
     assert inference.resolve_precision("auto") == "bfloat16"
-    monkeypatch.setattr(inference, "has_gpu", lambda: True)
+    monkeypatch.setattr(hardware, "has_gpu", lambda: True)
     assert inference.resolve_precision("auto") == "float16"
 
 
@@ -164,7 +165,7 @@ def test_keras_quantized_encoder_is_correct(tmp_path):
     reference = encoder.encode(TEXTS, precision="float32")
     encoder.quantize("int8")
     np.testing.assert_allclose(encoder.encode(TEXTS), out, atol=1e-6)
-    # Keras int8 block matmuls and embeddings are read (sbert_keras.int8_quantize).
+    # Keras int8 block matmuls and embeddings are read (sbert_keras.runtime.kernels.int8_quantization).
     assert fused.unsupported_reason(encoder) is None
     for precision in ("auto", "float32", "bfloat16"):
         out = encoder.encode(TEXTS, precision=precision)

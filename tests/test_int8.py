@@ -1,4 +1,4 @@
-"""Tests of `sbert_keras.int8`: the oneDNN int8 dense, Keras int8 weights, the CPU gate."""
+"""Tests of `sbert_keras.runtime.kernels.onednn_int8`: the oneDNN int8 dense, Keras int8 weights, the CPU gate."""
 
 import os
 import subprocess
@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_encoder
-from sbert_keras import fused
-from sbert_keras import int8
-from sbert_keras import int8_quantize
-from sbert_keras import xnnpack
+from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
+from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
+from sbert_keras.utils import hardware
 
 RNG = np.random.default_rng(0)
 
@@ -155,7 +156,7 @@ def test_static_mode_needs_calibration():
 
 @pytest.mark.parametrize("flags", [{"avx2", "fma"}, {"avx2", "avx512_bf16"}])
 def test_cpu_without_vnni_falls_back_to_float(monkeypatch, flags):
-    monkeypatch.setattr(int8, "cpu_flags", lambda: set(flags))
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: set(flags))
     assert not int8.int8_matmul_available()
     assert int8.fallback_dtype() == ("bfloat16" if "avx512_bf16" in flags else "float32")
     pre, kernel, bias = data()
@@ -193,7 +194,7 @@ def test_kernel_probe_detects_saturating_int16_sums():
 
 
 def test_an_inexact_int8_kernel_closes_the_gate(monkeypatch):
-    monkeypatch.setattr(int8, "cpu_flags", lambda: {"avx2", "avx512_vnni"})
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "avx512_vnni"})
     monkeypatch.setattr(int8, "_kernel_exact", lambda: False)
     assert not int8.int8_matmul_available()
     _, kernel, bias = data()
@@ -222,7 +223,7 @@ def test_dequantized_matmuls_trace_no_int8_op():
 
 
 def test_cpu_flags_reads_proc_cpuinfo():
-    flags = int8.cpu_flags()
+    flags = hardware.cpu_flags()
     assert isinstance(flags, frozenset)
     if flags:
         assert "fpu" in flags or "sse2" in flags
@@ -301,7 +302,7 @@ def test_float_kernel_reads_keras_int8_layers_in_graph_mode():
     np.testing.assert_array_equal(q.numpy(), keras.ops.convert_to_numpy(layer._kernel).reshape(8, 6))
 
 
-# === Wiring into the fused graph (sbert_keras.fused / inference) ===
+# === Wiring into the fused graph (sbert_keras.runtime.fused_graph / inference) ===
 
 TEXTS = [
     "a man is playing guitar",
@@ -395,7 +396,7 @@ def matmul_dtypes(graph_def):
 
 
 def test_int8_without_vnni_falls_back_to_float_matmuls(monkeypatch):
-    monkeypatch.setattr(int8, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "fma"})
     encoder = tiny_encoder()
     reference = encoder.encode(TEXTS, precision="float32")
     with pytest.warns(UserWarning, match="dequantized"):
@@ -410,7 +411,7 @@ def test_int8_without_vnni_falls_back_to_float_matmuls(monkeypatch):
 def test_int8_float_branch_runs_every_matmul_in_float32(monkeypatch):
     # The float branch of an int8 SavedModel serves on hosts without VNNI,
     # which may lack bf16 too: the recipe's bf16 role runs in float32 there.
-    monkeypatch.setattr(int8, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
     encoder = tiny_encoder()
     weights = encoder.engine.fused_weights("int8")
     assert weights.values().blocks[0].output.kernel.dtype == tf.bfloat16

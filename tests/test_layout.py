@@ -16,7 +16,7 @@ MAX_CLASS_LINES = 150
 
 
 def modules():
-    return sorted(PACKAGE.glob("*.py"))
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def class_lengths(path):

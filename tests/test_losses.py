@@ -8,8 +8,8 @@ from harness import dtype_policy
 from harness import run_serialization_test
 from sbert_keras import InBatchNegativesLoss
 from sbert_keras import TripletLoss
-from sbert_keras import defaults
-from sbert_keras.losses import triplet_settings
+from sbert_keras.losses.sentence_bert import triplet_settings
+from sbert_keras.utils import defaults
 
 
 def test_triplet_loss_matches_hand_computed_values():

@@ -7,7 +7,7 @@ import pytest
 from conftest import minilm_path
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
-from sbert_keras.backbone import BertLayoutBackbone
+from sbert_keras.model.backbone import BertLayoutBackbone
 from test_checkpoints import copy_folder
 from test_model_files import edit_json
 from test_model_files import tiny_roberta

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import shared_path
 from sbert_keras import SentenceEncoder
-from sbert_keras import model_files
-from sbert_keras.cli import main
-from sbert_keras.model_files import read_json
+from sbert_keras.cli.parser import main
+from sbert_keras.utils import model_files
+from sbert_keras.utils.model_files import read_json
 
 
 def writable_copy(source, target):

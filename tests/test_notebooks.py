@@ -1,4 +1,4 @@
-"""The example notebooks: their `.py` sources, the generated `.ipynb`, and `sbert_keras.examples`.
+"""The example notebooks: their `.py` sources, the generated `.ipynb`, and `sbert_keras.cli.notebook_setup`.
 
 Each notebook `notebooks/NN_name.ipynb` is generated from `NN_name.py`
 (jupytext percent format) by `notebooks/run_notebooks.py`; the sync test
@@ -9,7 +9,7 @@ each notebook, as generated from its source, top to bottom in a fresh
 directory; any cell error fails the test. jupyter_client starts the
 `python3` kernel with the interpreter running these tests (it swaps the
 kernelspec's `python` for `sys.executable`); `test_kernel_is_this_interpreter`
-checks it. `sbert_keras.examples` (the notebooks' sample data and loaders)
+checks it. `sbert_keras.cli.notebook_setup` (the notebooks' sample data and loaders)
 is tested here too, as it exists for the notebooks.
 """
 
@@ -21,8 +21,8 @@ import sys
 import numpy as np
 import pytest
 
-from sbert_keras import data
-from sbert_keras import examples
+from sbert_keras.cli import notebook_setup as examples
+from sbert_keras.data import readers as data
 
 nbclient = pytest.importorskip("nbclient")
 nbformat = pytest.importorskip("nbformat")
@@ -81,7 +81,7 @@ def test_setup_cell_sets_the_environment_before_tensorflow_is_imported(name):
     )
     for variable in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL"):
         assert any(f'os.environ.setdefault("{variable}"' in line for line in setup[:first_import]), variable
-    assert "from sbert_keras.examples import" in "\n".join(setup)
+    assert "from sbert_keras.cli.notebook_setup import" in "\n".join(setup)
 
 
 def test_sync_check_names_each_disagreement():
@@ -223,7 +223,7 @@ def test_tidy_outputs_merges_streams_and_drops_tensorflow_logs():
     ]
 
 
-# === sbert_keras.examples ===
+# === sbert_keras.cli.notebook_setup ===
 
 
 def test_pick_follows_sbert_smoke(monkeypatch):

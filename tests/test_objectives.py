@@ -7,11 +7,11 @@ import pytest
 
 import sbert_keras as sk
 from conftest import tiny_encoder
-from sbert_keras import data
-from sbert_keras import objectives
-from sbert_keras import training
-from sbert_keras.embedding_models import BatchHardTripletModel
-from sbert_keras.embedding_models import DistillationModel
+from sbert_keras.data import readers as data
+from sbert_keras.training import objectives
+from sbert_keras.training import trainer as training
+from sbert_keras.training.single_text_models import BatchHardTripletModel
+from sbert_keras.training.single_text_models import DistillationModel
 
 A = [f"a man is playing guitar {i}" for i in range(8)]
 B = [f"the cat sleeps on the sofa {i}" for i in range(8)]

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_encoder
-from sbert_keras import onednn
+from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
 
 pytestmark = pytest.mark.skipif(not onednn.layer_norm_available(), reason="no _MklLayerNorm in this TensorFlow")
 

@@ -1,4 +1,4 @@
-"""Atomic, checked outputs (sbert_keras.outputs)."""
+"""Atomic, checked outputs (sbert_keras.utils.atomic_io)."""
 
 import json
 import os
@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from sbert_keras import outputs
+from sbert_keras.utils import atomic_io as outputs
 
 
 def test_output_under_a_file_is_refused_before_any_work(tmp_path):

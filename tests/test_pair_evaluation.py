@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras import evaluation as ev
-from sbert_keras import pair_evaluation as pe
+from sbert_keras.evaluation import evaluators as ev
+from sbert_keras.evaluation import pair_evaluation as pe
 
 
 class FakeEncoder:

@@ -5,11 +5,11 @@ from conftest import tiny_encoder
 from sbert_keras import ContrastiveSiamese
 from sbert_keras import RegressionSiamese
 from sbert_keras import TripletSiamese
-from sbert_keras.defaults import BUCKETS
-from sbert_keras.pipelines import bucket_boundaries
-from sbert_keras.pipelines import no_duplicate_batches
-from sbert_keras.pipelines import siamese_dataset
-from sbert_keras.pipelines import text_codes
+from sbert_keras.training.pipelines import bucket_boundaries
+from sbert_keras.training.pipelines import no_duplicate_batches
+from sbert_keras.training.pipelines import siamese_dataset
+from sbert_keras.training.pipelines import text_codes
+from sbert_keras.utils.defaults import BUCKETS
 
 SHORT = ["a cat", "a dog", "the sky", "a car"] * 6
 LONG = ["a man is playing guitar in the park on the sofa"] * 24

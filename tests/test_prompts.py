@@ -12,12 +12,12 @@ import tensorflow as tf
 from conftest import minilm_path
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
-from sbert_keras import cli
 from sbert_keras import export_saved_model
-from sbert_keras.prompts import check_prompts
-from sbert_keras.prompts import resolve_prompt
-from sbert_keras.st_modules import read_prompts
-from sbert_keras.st_modules import read_sentence_transformers_settings
+from sbert_keras.checkpoints.st_modules import read_prompts
+from sbert_keras.checkpoints.st_modules import read_sentence_transformers_settings
+from sbert_keras.cli import parser as cli
+from sbert_keras.model.prompts import check_prompts
+from sbert_keras.model.prompts import resolve_prompt
 
 TEXTS = ["a man is playing guitar", "the cat sleeps", "", "a dog runs in the park"]
 PROMPTS = {"query": "the sky ", "document": "a ball ", "cls": "red car "}

@@ -1,4 +1,4 @@
-"""Tests for sbert_keras.search: chunked search, paraphrase mining, clustering."""
+"""Tests for sbert_keras.retrieval.semantic_search: chunked search, paraphrase mining, clustering."""
 
 import numpy as np
 import pytest
@@ -6,13 +6,13 @@ from sklearn.metrics import adjusted_rand_score
 
 from conftest import SCORE_ATOL
 from conftest import assert_same_ranking
-from sbert_keras import search
-from sbert_keras.search import cluster
-from sbert_keras.search import community_detection
-from sbert_keras.search import paraphrase_mining
-from sbert_keras.search import paraphrase_mining_texts
-from sbert_keras.search import semantic_search
-from sbert_keras.search import similarity_matrix
+from sbert_keras.retrieval import semantic_search as search
+from sbert_keras.retrieval.semantic_search import cluster
+from sbert_keras.retrieval.semantic_search import community_detection
+from sbert_keras.retrieval.semantic_search import paraphrase_mining
+from sbert_keras.retrieval.semantic_search import paraphrase_mining_texts
+from sbert_keras.retrieval.semantic_search import semantic_search
+from sbert_keras.retrieval.semantic_search import similarity_matrix
 
 
 def _unit(x):
@@ -344,7 +344,7 @@ def test_non_numeric_embeddings_are_a_clear_error():
 
 def test_semantic_search_with_an_index_matches_the_exact_search():
     pytest.importorskip("faiss")
-    from sbert_keras.index import EmbeddingIndex
+    from sbert_keras.retrieval.index import EmbeddingIndex
 
     rng = np.random.default_rng(0)
     corpus, queries = rng.normal(size=(50, 8)).astype("float32"), rng.normal(size=(4, 8)).astype("float32")

@@ -8,9 +8,9 @@ import sbert_keras as sk
 from conftest import tiny_encoder
 from harness import run_model_saving_test
 from harness import run_serialization_test
-from sbert_keras import defaults
-from sbert_keras import fit_checks
-from sbert_keras import siamese
+from sbert_keras.training import fit_checks
+from sbert_keras.training import siamese
+from sbert_keras.utils import defaults
 
 A = np.array(
     ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 2

@@ -9,7 +9,7 @@ from sbert_keras import CosineSimilarity
 from sbert_keras import PairFeatures
 from sbert_keras import SimilarityMatrix
 from sbert_keras import TripletDistances
-from sbert_keras.similarity import distance
+from sbert_keras.model.similarity import distance
 
 
 def test_cosine_is_row_wise_not_a_batch_matrix():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras import fused
-from sbert_keras import small_query
+from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime.routes import xla_query as small_query
 
 SHORT = "a man is playing guitar"
 

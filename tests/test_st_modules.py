@@ -9,10 +9,10 @@ import pytest
 
 from conftest import read_json
 from sbert_keras import SentenceEncoder
-from sbert_keras.st_modules import load_dense_module
-from sbert_keras.st_modules import read_prompts
-from sbert_keras.st_modules import read_sentence_transformers_settings
-from sbert_keras.st_modules import text_preprocessing
+from sbert_keras.checkpoints.st_modules import load_dense_module
+from sbert_keras.checkpoints.st_modules import read_prompts
+from sbert_keras.checkpoints.st_modules import read_sentence_transformers_settings
+from sbert_keras.checkpoints.st_modules import text_preprocessing
 from test_model_files import tiny_roberta
 
 

@@ -20,8 +20,8 @@ from harness import run_on_small_disk
 from harness import run_until_paused
 from harness import small_disk_available
 from harness import start_until_paused
-from sbert_keras import outputs
-from sbert_keras.cli import main
+from sbert_keras.cli.parser import main
+from sbert_keras.utils import atomic_io as outputs
 
 SENTENCES = [
     "a man is playing guitar",
@@ -189,7 +189,8 @@ def fill(folder, leave):
 if sys.argv[1] == "--fill":
     fill(sys.argv[2], int(sys.argv[3]))
     sys.exit(0)
-from sbert_keras import cli, outputs
+from sbert_keras.cli import parser as cli
+from sbert_keras.utils import atomic_io as outputs
 fill_at = os.environ.get("TEST_FILL_AT")
 if fill_at:
     pause = outputs.pause_for_tests

@@ -12,13 +12,13 @@ import sbert_keras as sk
 from conftest import ROOT
 from conftest import shared_path
 from conftest import tiny_encoder
-from sbert_keras import backup
-from sbert_keras import data
-from sbert_keras import inference
-from sbert_keras import precision
-from sbert_keras import training
-from sbert_keras.defaults import DEPRECATED_POLICY_NAMES
-from sbert_keras.training import WarmupLinearDecay
+from sbert_keras.data import readers as data
+from sbert_keras.model import precision
+from sbert_keras.training import backup
+from sbert_keras.training import trainer as training
+from sbert_keras.training.trainer import WarmupLinearDecay
+from sbert_keras.utils import hardware
+from sbert_keras.utils.defaults import DEPRECATED_POLICY_NAMES
 
 A = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 4
 B = ["a man is playing piano", "a cat sleeps", "the dog runs", "the sky is blue"] * 4
@@ -90,11 +90,11 @@ def test_the_same_seed_trains_the_same_weights_whatever_came_before():
 def test_set_precision_takes_the_precision_vocabulary(monkeypatch):
     previous = keras.config.dtype_policy()
     try:
-        monkeypatch.setattr(inference, "has_gpu", lambda: False)
-        monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+        monkeypatch.setattr(hardware, "has_gpu", lambda: False)
+        monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
         assert training.set_precision("auto") == "bfloat16"
         assert keras.config.dtype_policy().name == "mixed_bfloat16"
-        monkeypatch.setattr(inference, "cpu_flags", lambda: frozenset({"avx2"}))
+        monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2"}))
         assert training.set_precision("auto") == "float32"
         assert keras.config.dtype_policy().name == "float32"
         assert training.set_precision("float16") == "float16"
@@ -209,7 +209,8 @@ MIRRORED = textwrap.dedent("""
     sys.path.insert(0, "tests")
     import numpy as np
     from conftest import tiny_encoder
-    from sbert_keras import data, training
+    from sbert_keras.data import readers as data
+    from sbert_keras.training import trainer as training
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     A = ["a man is playing guitar", "the cat sleeps", "a dog runs", "a woman eats food"] * 4
     B = ["a man is playing piano", "a cat sleeps", "the dog runs", "the sky is blue"] * 4

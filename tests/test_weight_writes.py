@@ -18,7 +18,7 @@ import tensorflow as tf
 import sbert_keras as sk
 from conftest import minilm_path
 from conftest import tiny_encoder
-from sbert_keras import weight_writes
+from sbert_keras.runtime import weight_writes
 
 TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "red car"]
 ROW = 10  # "dog" in the toy WordPiece vocabulary (checked by `test_the_edited_row_is_dog`)

@@ -1,4 +1,4 @@
-"""Tests of `sbert_keras.xnnpack`: int8 `encode` through TFLite's XNNPACK, checked and refreshed.
+"""Tests of `sbert_keras.runtime.routes.xnnpack_int8`: int8 `encode` through TFLite's XNNPACK, checked and refreshed.
 
 XNNPACK computes the same int8 arithmetic on any x86-64 CPU (VNNI only makes
 it faster), so the route is tested on every machine by reporting VNNI.
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras import xnnpack
+from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
+from sbert_keras.utils import hardware
 
 TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen", "red car fast", "the dog runs"]
 
@@ -19,7 +20,7 @@ TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen
 @pytest.fixture(autouse=True)
 def vnni(monkeypatch):
     monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)
-    monkeypatch.setattr(xnnpack, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
 
 
 def min_cosine(a, b):
@@ -85,7 +86,7 @@ def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, 
     if flags is None:
         monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
     else:
-        monkeypatch.setattr(xnnpack, "cpu_flags", lambda: flags)
+        monkeypatch.setattr(hardware, "cpu_flags", lambda: flags)
     encoder = tiny_encoder()
     reference = encoder.encode(TEXTS, precision="float32")
     out = encoder.encode(TEXTS, precision="int8")

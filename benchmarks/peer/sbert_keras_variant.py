@@ -75,12 +75,10 @@ def saved_model_dir(args):
 def load_encoder(args):
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import inference
-    from sbert_keras import int8
-    from sbert_keras import xnnpack
+    from sbert_keras.utils import hardware
 
     if os.environ.get(peer_common.EMULATE_AVX2_ENV):  # the library reads the emulated CPU's flags
-        inference.cpu_flags = int8.cpu_flags = xnnpack.cpu_flags = lambda: frozenset(peer_common.cpu_flags())
+        hardware.cpu_flags = lambda: frozenset(peer_common.cpu_flags())
 
     model_dir = args.model or str(common.model_path("encode_peers"))
     return SentenceEncoder.from_preset(model_dir)
@@ -153,7 +151,7 @@ def serve_function(args):
 
 def xnnpack_int8_gflops(m, k, n, repeats=10):
     """GFLOP/s of one `(m, k) @ (k, n)` matmul as the int8 route runs it: dynamic-range int8 in TFLite's XNNPACK."""
-    from sbert_keras import xnnpack
+    from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
 
     rng = np.random.default_rng(0)
     kernel = tf.constant(rng.standard_normal((k, n)).astype("float32"))

@@ -20,9 +20,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import keras  # noqa: E402
-from conftest import tiny_encoder  # noqa: E402
 
 import sbert_keras  # noqa: E402
+from conftest import tiny_encoder  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 TEXTS = ["a man is playing guitar", "the dog runs in the park", "a red car"]

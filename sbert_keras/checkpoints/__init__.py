@@ -1,0 +1,21 @@
+"""Loading and saving encoders: presets, Hugging Face / sentence-transformers folders, `.keras` files.
+
+`presets` is the loader behind `SentenceEncoder.from_preset` (KerasHub
+presets, Hugging Face folders converted to KerasHub backbones);
+`tokenizer_json` builds KerasHub tokenizers from `tokenizer.json`;
+`st_modules` reads a sentence-transformers folder's modules (pooling,
+`Dense`, `Normalize`, prompts); `keras_files` loads `.keras` files with
+clear errors. The loader's names are importable from `sbert_keras.checkpoints` too.
+"""
+
+from sbert_keras.checkpoints.presets import BERT_TYPES
+from sbert_keras.checkpoints.presets import ROBERTA_POSITION_OFFSET
+from sbert_keras.checkpoints.presets import ROBERTA_TYPES
+from sbert_keras.checkpoints.presets import SENTENCEPIECE_TYPES
+from sbert_keras.checkpoints.presets import PresetUnavailableError
+from sbert_keras.checkpoints.presets import is_transformers_folder
+from sbert_keras.checkpoints.presets import load_keras_hub_preset
+from sbert_keras.checkpoints.presets import load_preset
+from sbert_keras.checkpoints.presets import load_safetensors
+from sbert_keras.checkpoints.presets import load_transformers_folder
+from sbert_keras.checkpoints.presets import port_weights

@@ -1,0 +1,182 @@
+"""Hugging Face tokenizer files -> KerasHub tokenizers, with parity.
+
+KerasHub's `BertTokenizer` and `RobertaTokenizer` read `vocab.txt` and
+`vocab.json` + `merges.txt`, but sentence-transformers 6 / transformers 5
+save only `tokenizer.json`. KerasHub has no reader for that file, and the
+`tokenizers` library is an optional dependency, so the vocabulary and merges
+are read from it here (a few lines of JSON) and handed to KerasHub's
+tokenizers in memory. `LowercasingBertTokenizer` fixes KerasHub's case
+folding, which differs from Hugging Face's lowercasing.
+
+Example:
+```python
+tokenizer = bert_tokenizer("path/to/all-MiniLM-L6-v2")
+tokenizer(["Hello world"])
+```
+"""
+
+import os
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+from sbert_keras.utils.model_files import VOCABULARY_LIMIT
+from sbert_keras.utils.model_files import model_file
+from sbert_keras.utils.model_files import read_json as _read_json
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class LowercasingBertTokenizer(keras_hub.models.BertTokenizer):
+    """`BertTokenizer` that lowercases like Hugging Face (`str.lower`).
+
+    KerasHub's `lowercase=True` applies Unicode *case folding*, which also
+    rewrites letters that lowercasing keeps (German "ß" -> "ss", Greek final
+    "ς" -> "σ"), so some words tokenise differently from the checkpoint's
+    own tokenizer. This class lowercases with `tf.strings.lower` (UTF-8)
+    and hands KerasHub an already-lowercased string (`lowercase=False`).
+
+    Args:
+        lowercase: bool. Lowercase the input (the checkpoint's `do_lower_case`).
+        **kwargs: passed to `keras_hub.models.BertTokenizer`.
+    """
+
+    def __init__(self, vocabulary=None, lowercase=False, **kwargs):
+        kwargs.pop("lowercase", None)
+        super().__init__(vocabulary=vocabulary, lowercase=False, **kwargs)
+        self.lowercase_like_python = lowercase
+
+    def tokenize(self, inputs):
+        if self.lowercase_like_python:
+            inputs = tf.strings.lower(tf.convert_to_tensor(inputs, tf.string), encoding="utf-8")
+        return super().tokenize(inputs)
+
+    def get_config(self):
+        config = super().get_config()
+        config["lowercase"] = self.lowercase_like_python
+        return config
+
+
+def _field(value, path, field, kinds, expected):
+    """`value`, refused unless it is one of `kinds` (bool is not an int)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ValueError(f"{path}: `{field}` must be {expected}; found {value!r}.")
+    return value
+
+
+def _tokenizer_model(folder, kind):
+    """`tokenizer.json`'s `model` section, checked to be of type `kind`."""
+    path = os.path.join(folder, "tokenizer.json")
+    model = (_read_json(folder, "tokenizer.json") or {}).get("model")
+    if model is None:
+        return None
+    _field(model, path, "model", dict, f'an object (e.g. {{"type": "{kind}", "vocab": {{...}}}})')
+    if model.get("type") != kind:
+        raise ValueError(f"{path}: expected a {kind} tokenizer; found model type {model.get('type')!r}.")
+    _field(model.get("vocab"), path, "model.vocab", dict, "an object mapping tokens to ids")
+    return model
+
+
+def _vocabulary_list(vocab, path, field="model.vocab"):
+    """A `{token: id}` dict as the token list KerasHub takes.
+
+    Ids must be the integers 0..n-1, so that the vocabulary size a tokenizer
+    reports is also one more than its largest id.
+    """
+    for token, index in vocab.items():
+        _field(index, path, f"{field}[{token!r}]" if field else f"the id of {token!r}", int, "an integer id")
+    tokens = sorted(vocab, key=vocab.get)
+    if [vocab[t] for t in tokens] != list(range(len(tokens))):
+        raise ValueError(f"{path}: the ids of `{field or 'the vocabulary'}` are not 0..{len(tokens) - 1} without gaps.")
+    return tokens
+
+
+def _bert_normalizer(folder):
+    """The `BertNormalizer` of `tokenizer.json` (also inside a `Sequence`)."""
+    path = os.path.join(folder, "tokenizer.json")
+    normalizer = (_read_json(folder, "tokenizer.json") or {}).get("normalizer") or {}
+    _field(normalizer, path, "normalizer", dict, "an object or null")
+    items = _field(normalizer.get("normalizers") or [], path, "normalizer.normalizers", list, "a list")
+    for i, item in enumerate([normalizer] + items):
+        _field(item, path, f"normalizer.normalizers[{i - 1}]" if i else "normalizer", dict, "an object")
+        if item.get("type") == "BertNormalizer":
+            for key in ("lowercase", "strip_accents"):
+                _field(item.get(key), path, f"normalizer.{key}", (bool, type(None)), "true, false or null")
+            return item
+    return {}
+
+
+def _merges(model, path):
+    """BPE merges as "a b" strings (older files) or `[a, b]` pairs (newer)."""
+    merges = _field(model.get("merges", []), path, "model.merges", list, "a list")
+    for i, merge in enumerate(merges):
+        pair = isinstance(merge, list) and len(merge) == 2 and all(isinstance(m, str) for m in merge)
+        if not (isinstance(merge, str) or pair):
+            raise ValueError(f'{path}: `model.merges[{i}]` must be "a b" or ["a", "b"]; found {merge!r}.')
+    return [m if isinstance(m, str) else " ".join(m) for m in merges]
+
+
+def bert_tokenizer(folder, lowercase=None):
+    """The WordPiece tokenizer of a BERT folder (`vocab.txt` or `tokenizer.json`).
+
+    Lowercasing and accent stripping follow `tokenizer_config.json`
+    (`do_lower_case`, `strip_accents`), else `tokenizer.json`'s
+    `BertNormalizer`; `strip_accents` left `null` follows lowercasing.
+
+    Args:
+        folder: str. A Hugging Face / sentence-transformers folder.
+        lowercase: bool or None. `True` lowercases whatever the tokenizer
+            files say (sentence-transformers' own `do_lower_case`).
+
+    Returns:
+        a `LowercasingBertTokenizer`.
+    """
+    vocab_path = model_file(folder, "vocab.txt", limit=VOCABULARY_LIMIT)
+    if vocab_path is not None:
+        vocabulary = vocab_path
+    else:
+        model = _tokenizer_model(folder, "WordPiece")
+        if model is None:
+            raise FileNotFoundError(f"{folder} has neither `vocab.txt` nor `tokenizer.json`.")
+        vocabulary = _vocabulary_list(model["vocab"], os.path.join(folder, "tokenizer.json"))
+    tok_config = _read_json(folder, "tokenizer_config.json") or {}
+    config_path = os.path.join(folder, "tokenizer_config.json")
+    for key in ("do_lower_case", "strip_accents"):
+        _field(tok_config.get(key), config_path, key, (bool, type(None)), "true, false or null")
+    normalizer = _bert_normalizer(folder)
+    tokenizer_lowercases = tok_config.get("do_lower_case", normalizer.get("lowercase", True))
+    strip_accents = tok_config.get("strip_accents")
+    if strip_accents is None:
+        strip_accents = normalizer.get("strip_accents")
+    if strip_accents is None:
+        strip_accents = tokenizer_lowercases
+    return LowercasingBertTokenizer(
+        vocabulary=vocabulary,
+        lowercase=bool(lowercase or tokenizer_lowercases),
+        strip_accents=bool(strip_accents),
+    )
+
+
+def roberta_tokenizer(folder):
+    """The byte-level BPE tokenizer of a RoBERTa folder.
+
+    Args:
+        folder: str. A folder with `vocab.json` + `merges.txt`, or
+            `tokenizer.json` (merges as "a b" strings or `[a, b]` pairs).
+
+    Returns:
+        a `keras_hub.models.RobertaTokenizer`.
+    """
+    vocab_path = model_file(folder, "vocab.json", limit=VOCABULARY_LIMIT)
+    merges_path = model_file(folder, "merges.txt", limit=VOCABULARY_LIMIT)
+    if vocab_path is not None and merges_path is not None:
+        vocab = _read_json(folder, "vocab.json")
+        _vocabulary_list(vocab, vocab_path, field="")
+        return keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=merges_path)
+    model = _tokenizer_model(folder, "BPE")
+    if model is None:
+        raise FileNotFoundError(f"{folder} has neither `vocab.json` + `merges.txt` nor `tokenizer.json`.")
+    path = os.path.join(folder, "tokenizer.json")
+    _vocabulary_list(model["vocab"], path)
+    return keras_hub.models.RobertaTokenizer(vocabulary=dict(model["vocab"]), merges=_merges(model, path))

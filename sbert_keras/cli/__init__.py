@@ -1,0 +1,21 @@
+"""The `sbert-keras` command line: the parser, its commands, training, the demo and the notebooks' set-up.
+
+`parser` builds the argument parser and runs `main` (the console script
+`sbert-keras`); `commands` and `train` hold what each subcommand does;
+`demo` is `make demo`; `notebook_setup` the shared first cells of the
+notebooks. The parser's names are importable from `sbert_keras.cli` too.
+"""
+
+from sbert_keras.cli.parser import EMBED_CORPUS_HELP
+from sbert_keras.cli.parser import EXPECTED_ERRORS
+from sbert_keras.cli.parser import MINING_FLAGS
+from sbert_keras.cli.parser import add_prompt_flags
+from sbert_keras.cli.parser import build_parser
+from sbert_keras.cli.parser import dimensions
+from sbert_keras.cli.parser import embed_corpus_args
+from sbert_keras.cli.parser import error_message
+from sbert_keras.cli.parser import main
+from sbert_keras.cli.parser import non_negative_float
+from sbert_keras.cli.parser import non_negative_int
+from sbert_keras.cli.parser import positive_int
+from sbert_keras.cli.parser import training_precision

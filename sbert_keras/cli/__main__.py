@@ -1,0 +1,6 @@
+"""`python -m sbert_keras.cli`: the same as the `sbert-keras` command."""
+
+from sbert_keras.cli.parser import main
+
+if __name__ == "__main__":
+    main()

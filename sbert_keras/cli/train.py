@@ -1,0 +1,227 @@
+"""`sbert-keras train`: fine-tune an encoder with one objective, resumably.
+
+The command of `sbert_keras.cli.parser`'s `train` parser, apart from the other
+commands (`sbert_keras.cli.commands`) because it is the largest: every flag
+is checked against `--objective` before a model loads, the training file is
+read by the objective's reader (`cli_commands.read_examples`), and the run
+goes to `<output>.partial`, which resumes when interrupted, before it is
+renamed to `--output`. While it runs, `<output>.lock` (`output_lock`) holds
+its pid, and a second run into the same `--output` is refused. The training itself is `training.train_objective`;
+it and Keras are imported inside the command, as in `cli_commands`, so that
+`sbert-keras --help` imports no TensorFlow.
+
+Example:
+```python
+from sbert_keras.cli.parser import build_parser
+args = build_parser().parse_args(["train", "--objective", "cosent", "--model", "m.keras",
+                                  "--train", "sts-train.csv", "--output", "runs/cosent"])
+cmd_train(args)  # {"objective": "cosent", "history": {...}, "encoder": "runs/cosent/encoder.keras", ...}
+```
+"""
+
+import hashlib
+import math
+import os
+import shutil
+import tempfile
+import time
+import warnings
+
+from sbert_keras.cli.commands import check_flag
+from sbert_keras.cli.commands import evaluate_all
+from sbert_keras.cli.commands import load_encoder
+from sbert_keras.cli.commands import read_examples
+from sbert_keras.data import readers as data
+from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import disk_space
+from sbert_keras.utils.output_lock import OutputLock
+
+
+def file_sha256(path):
+    """The SHA-256 of a file's bytes (the train file's part of the run fingerprint)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cmd_train(args):
+    """Trains into `<output>.partial` (which resumes), then renames it to `--output`.
+
+    Every flag, the data and the output folder are checked before the model
+    loads; the backup is saved every `--save-every` steps and tied to this
+    run's configuration and data. `--precision` sets Keras' global dtype
+    policy for the run only: the caller's policy is restored afterwards
+    (`main()` may run in a notebook or a test process).
+    """
+    import keras  # lazily, like the other TensorFlow imports of the CLI
+
+    previous = keras.config.dtype_policy()
+    try:
+        return train_command(args)
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def train_command(args):
+    """The body of `cmd_train`, under the run's dtype policy."""
+    from sbert_keras.training import distributed
+    from sbert_keras.training import trainer as training
+
+    # The strategy comes before any other TensorFlow op; the other workers train into a scratch folder.
+    strategy = distributed.multi_worker_strategy() if getattr(args, "strategy", "none") == "multi-worker" else None
+    if strategy is not None and not distributed.is_chief(strategy):
+        args.output = os.path.join(tempfile.mkdtemp(prefix="sbert-keras-worker-"), "run")
+    for flag, value in (
+        ("--epochs", args.epochs),
+        ("--batch-size", args.batch_size),
+        ("--save-every", args.save_every),
+    ):
+        check_flag(value, flag)
+    if not math.isfinite(args.lr) or args.lr <= 0:
+        raise ValueError(f"--lr must be a finite number > 0; received {args.lr!r}.")
+    model_kwargs = train_model_kwargs(args)
+    drop_leftover_backup(args.output)
+    target = outputs.prepare_dir(args.output, overwrite=args.overwrite)
+    train = read_examples(args.train, args.objective, args.limit)
+    if not len(train):
+        skipped = getattr(train, "num_skipped", 0)
+        note = f" ({skipped} unlabelled line(s) skipped)" if skipped else ""
+        raise ValueError(f"--train {args.train}: no labelled training examples{note}.")
+    try:
+        with warnings.catch_warnings():  # said once, by the training run
+            warnings.simplefilter("ignore")
+            training.objective_inputs(args.objective, train, hard_negatives=args.hard_negatives)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"--train {args.train} does not fit --objective {args.objective}: {error}") from None
+    dev = read_examples(args.dev) if args.dev else None
+    created = outputs.first_missing_folder(target)
+    try:
+        with OutputLock(target):
+            return train_into(args, target, train, dev, strategy, model_kwargs)
+    finally:
+        outputs.remove_empty_folders(os.path.dirname(target), created)  # made for a run that failed
+
+
+def train_into(args, target, train, dev, strategy, model_kwargs):
+    """Trains into `<target>.partial` and renames it to `target`; the caller holds the output's lock.
+
+    Until the rename, the working folder keeps the backup, so a run killed
+    at any point (even with the encoder and model saved) resumes where it
+    was; the backup is deleted only from the renamed, complete folder.
+
+    Args:
+        args: the parsed `train` arguments.
+        target: str. The absolute `--output` folder.
+        train: the training examples.
+        dev: the dev examples or None.
+        strategy: a `tf.distribute` strategy or None.
+        model_kwargs: dict. `train_model_kwargs(args)`.
+    """
+    from sbert_keras.training import backup
+    from sbert_keras.training import trainer as training
+
+    outputs.prepare_dir(target, overwrite=args.overwrite)  # again, now that no other run can write it
+    work = outputs.partial_dir(target)
+    try:
+        precision = training.set_precision(args.precision)
+        encoder, _ = load_encoder(args.model, sequence_length=args.sequence_length)
+        teacher = load_encoder(args.teacher)[0] if args.teacher else None
+        before = evaluate_all(encoder, sts=args.dev) if args.dev and dev_is_sts(dev) else {}
+        start = time.perf_counter()
+        run_info = {"model": args.model, "train_file_sha256": file_sha256(args.train), "limit": args.limit}
+        if teacher is not None:
+            run_info["teacher"] = args.teacher
+        model, history = training.train_objective(
+            args.objective,
+            encoder,
+            train,
+            dev=dev,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.lr,
+            output_dir=work,
+            seed=args.seed,
+            verbose=2 if args.quiet else "auto",
+            save_freq=args.save_every,
+            overwrite=args.overwrite,
+            keep_backup=True,
+            run_info=run_info,
+            strategy=strategy,
+            batching=getattr(args, "batching", None),
+            teacher=teacher,
+            weight_decay=args.weight_decay,
+            clipnorm=args.clip_norm,
+            **model_kwargs,
+        )
+        seconds = time.perf_counter() - start
+        outputs.pause_for_tests("final save")
+        for saved, name, with_optimizer in ((encoder, "encoder.keras", False), (model, "model.keras", True)):
+            path = os.path.join(work, name)
+            disk_space.check_free_space(path, backup.weights_bytes(saved, include_optimizer=with_optimizer))
+            outputs.replace_atomically(saved.save, path, ".keras")
+        report = {
+            "objective": args.objective,
+            "model": args.model,
+            "precision": precision,
+            "train_examples": len(train),
+            "epochs": args.epochs,
+            "seed": args.seed,
+            "weight_decay": args.weight_decay,
+            "clip_norm": args.clip_norm,
+            **model_kwargs,
+            **({"teacher": args.teacher} if teacher is not None else {}),
+            "train_seconds": round(seconds, 2),
+            "dev_before": before,
+            "dev_after": {k[4:]: v[-1] for k, v in history.history.items() if k.startswith("dev_")},
+            "history": {k: [float(x) for x in v] for k, v in history.history.items()},
+            "encoder": os.path.join(args.output, "encoder.keras"),
+        }
+        outputs.write_json(os.path.join(work, "metrics.json"), report)
+        outputs.finalize_dir(work, target, {"command": "train", "files": list(outputs.RUN_FILES)})
+    except BaseException:
+        outputs.remove_partial(work)  # kept only when it holds a backup to resume
+        raise
+    outputs.pause_for_tests("backup deletion")
+    backup.RunBackup(os.path.join(target, "backup")).delete()
+    return report
+
+
+def drop_leftover_backup(output):
+    """Deletes the backup a run killed just after its final rename left in its complete `output`.
+
+    Args:
+        output: str. The `--output` folder.
+    """
+    leftover = os.path.join(output, "backup")
+    if outputs.is_complete(output) and os.path.isdir(leftover):
+        shutil.rmtree(leftover)
+
+
+def train_model_kwargs(args):
+    """The model arguments of `train`'s flags, each checked against `--objective` before anything loads."""
+    kwargs = {"matryoshka_dims": args.matryoshka_dims} if args.matryoshka_dims else {}
+    if kwargs and args.objective == "angle":
+        raise ValueError(
+            "--matryoshka-dims does not apply to --objective angle (AnglE's loss is on the full embeddings); "
+            "use cosent or regression."
+        )
+    for flag, name, value in (
+        ("--hard-negatives", "hard_negatives", args.hard_negatives),
+        ("--mini-batch-size", "mini_batch_size", args.mini_batch_size),
+    ):
+        if value and args.objective != "contrastive":
+            raise ValueError(f"{flag} applies to --objective contrastive only; received --objective {args.objective}.")
+        if value:
+            kwargs[name] = value
+    if args.objective == "distill" and not args.teacher:
+        raise ValueError("--objective distill needs --teacher MODEL (the model whose embeddings the student learns).")
+    if args.teacher and args.objective != "distill":
+        raise ValueError(f"--teacher applies to --objective distill only; received --objective {args.objective}.")
+    return kwargs
+
+
+def dev_is_sts(dev):
+
+    return type(dev) is data.SentencePairs

@@ -1,0 +1,1 @@
+"""Scale-out through engines made for it: Apache Beam `RunInference` for corpus encoding."""

@@ -1,0 +1,389 @@
+"""Export a `SentenceEncoder` as a SavedModel that TF Serving feeds raw text.
+
+`keras.Model.export` would expose the token-id inputs and the generic Keras
+graph; TF Serving clients send strings and want `encode`'s speed. So the
+graph is assembled here with `keras.export.ExportArchive`:
+`serving_default` takes a 1-D string tensor `text` (its rank and UTF-8
+are checked in the graph, `checked_request`), tokenises it in the graph,
+sorts the request by token length, cuts it into batches (one long text no
+longer pads all the others), runs each batch padded to its longest text
+through the same forward pass as `encode` (the self-checked fused graph,
+with its weights stored in their cast and fused form, or the Keras graph),
+and returns `embeddings` (float32, `(n, dim)`) in request order.
+As in `encode`, a prompt (the encoder's default one, or `prompt=`) is
+prepended to every text inside the graph and `truncate_dim` cuts (and
+re-normalises) the vectors, so a TF Serving client sends the bare texts.
+The folder appears only when complete (`outputs.write_dir`: written beside
+it, then renamed); a full disk leaves nothing and raises
+`disk_space.DiskFullError` naming the space needed.
+
+An int8 export guards itself inside the graph (TF Serving runs no Python).
+Its int8 matmuls are oneDNN's `_QuantizedMatMul`; on a server CPU without
+VNNI/AMX oneDNN runs them with `vpmaddubsw`, whose int16 pair sums saturate
+(255 * 127 * 2 > 32767), and the vectors drift without any error. Measured
+under `ONEDNN_MAX_CPU_ISA=AVX512_CORE` / `AVX2`: random full-range int8
+matmuls have a relative error of 0.17-0.29; all-MiniLM-L6-v2's min cosine
+to float32 drops from 0.998 to 0.992. So the export stores a probe batch,
+the float32 Keras graph's vectors for it and the int8 graph's vectors on
+the exporting machine. The first request runs `int8.kernel_probe_error` (a
+full-scale matmul: exact with int32 accumulation, about half the product
+without) and the probe through the int8 graph. If the matmul is not exact,
+or the probe's vectors are not the exporting machine's (min cosine below
+`SAME_KERNEL_COSINE`) or fail the int8 gate against float32
+(`inference.MIN_COSINE["int8"]`), a saved variable switches every request
+to the float branch: the same fused graph and weights, traced under
+`int8.dequantized_matmuls` (float32 matmuls of the dequantized weights; a
+role the recipe keeps in bf16 stays bf16). A warning goes to stderr once.
+Keras, TensorFlow and TF Serving have no such check, so it is written here.
+"""
+
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from sbert_keras.model.prompts import check_truncate_dim
+from sbert_keras.runtime import engine as inference
+from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils.checks import check_positive_int
+from sbert_keras.utils.defaults import CONCURRENT_BATCHES
+from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
+
+# The int8 guard's verdicts, held in `Int8Guard.state`.
+UNCHECKED, INT8_OK, USE_FLOAT = 0, 1, 2
+# Min cosine of the served int8 graph's probe vectors to the exporting
+# machine's. The same kernels give the same vectors up to how TensorFlow
+# compiles the graph (per-row activation scales round a few values the other
+# way: min cosine 0.99974 measured between two traces of MiniLM's Keras-int8
+# graph); saturated int16 sums move MiniLM's vectors by 1e-3 to 1e-2.
+SAME_KERNEL_COSINE = 0.999
+
+
+def sorted_batches(forward, ids, pad_id, batch_size, dim):
+    """Graph-safe: `forward` over length-sorted batches of ragged `ids`, in input order.
+
+    `defaults.CONCURRENT_BATCHES` batches run at once (the while loop's
+    `parallel_iterations`), as in `encode`.
+
+    Args:
+        forward: callable `(token_ids, padding_mask)` -> `(batch, dim)` float32.
+        ids: tf.RaggedTensor `(n, None)` of token ids.
+        pad_id: int. The padding token id.
+        batch_size: int. Rows per call of `forward`.
+        dim: int. The output width.
+    """
+    lengths = tf.cast(ids.row_lengths(), tf.int32)
+    n = tf.shape(lengths)[0]
+    order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+    lengths = tf.gather(lengths, order)
+    padded = tf.cast(tf.gather(ids, order).to_tensor(pad_id), tf.int32)
+    num_batches = (n + batch_size - 1) // batch_size
+
+    def body(i, results):
+        start = i * batch_size
+        stop = tf.minimum(start + batch_size, n)
+        width = lengths[start]  # sorted: the batch's first text is its longest
+        mask = tf.sequence_mask(lengths[start:stop], width, tf.int32)
+        return i + 1, results.write(i, forward(padded[start:stop, :width], mask))
+
+    def run():
+        results = tf.TensorArray(
+            tf.float32, size=num_batches, infer_shape=False, element_shape=tf.TensorShape([None, dim])
+        )
+        loop = tf.while_loop(lambda i, _: i < num_batches, body, (0, results), parallel_iterations=CONCURRENT_BATCHES)
+        results = loop[1]
+        return tf.gather(results.concat(), tf.math.invert_permutation(order))
+
+    return tf.cond(n > 0, run, lambda: tf.zeros([0, dim], tf.float32))
+
+
+def checked_request(text):
+    """Graph-safe: the request `text`, checked to be a 1-D tensor of UTF-8 strings.
+
+    TensorFlow enforces neither a signature's declared input shape when it
+    is called (a loaded signature function, TF Serving) nor a rank check
+    inside the graph once grappler has folded the rank of a declared
+    `[None]` input to 1: a `(1, 2)` request would be served as two texts.
+    So `serving_default` declares `text` of unknown rank and checks it here.
+    Bytes that are not UTF-8, which `encode` refuses, are refused too
+    (`tf.strings.unicode_transcode` replaces them, so the text changes).
+
+    Args:
+        text: string tensor of any rank.
+
+    Returns:
+        `text` with static shape `[None]`; running it raises
+        `tf.errors.InvalidArgumentError` naming the bad shape or the first
+        bad item.
+    """
+    rank_ok = tf.debugging.Assert(
+        tf.equal(tf.rank(text), 1),
+        [tf.strings.format("`text` must be a 1-D string tensor, one text per item; received shape {}", tf.shape(text))],
+    )
+    with tf.control_dependencies([rank_ok]):
+        # Not `tf.ensure_shape`: grappler infers the rank from it and folds the check away.
+        text = tf.reshape(text, [-1])
+    repaired = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
+    bad = tf.where(tf.not_equal(repaired, text))[:, 0]
+    utf8_ok = tf.debugging.Assert(
+        tf.equal(tf.size(bad), 0),
+        [tf.strings.format("`text[{}]` is bytes that are not valid UTF-8; send UTF-8 text", tf.reduce_min(bad))],
+    )
+    with tf.control_dependencies([utf8_ok]):
+        return tf.identity(text)
+
+
+def min_cosine(a, b):
+    """Graph-safe minimum row-wise cosine of two `(n, dim)` float32 tensors."""
+    dots = tf.reduce_sum(a * b, axis=1)
+    return tf.reduce_min(dots / tf.maximum(tf.norm(a, axis=1) * tf.norm(b, axis=1), 1e-12))
+
+
+def probe_references(encoder, forward):
+    """`(token_ids, padding_mask, float32_vectors, int8_vectors)` of the int8 guard's probe batch.
+
+    The probe is the engine's self-check batch; float32 vectors come from
+    the Keras graph, int8 vectors from `forward` (the fused int8 graph) on
+    this machine, traced on the probe as constants, as the guard runs it.
+
+    Args:
+        encoder: a `SentenceEncoder`.
+        forward: callable `(token_ids, padding_mask)` -> float32 vectors.
+    """
+    token_ids, mask = inference.probe_batch(encoder)
+    reference = encoder.engine.keras_function("float32")(token_ids, mask).numpy()
+    quantized = tf.function(lambda: forward(tf.constant(token_ids), tf.constant(mask)))().numpy()
+    return token_ids, mask, reference, quantized
+
+
+class Int8Guard(tf.Module):
+    """The in-graph self-check of an int8 SavedModel: int8 where it computes what it did at export, else float.
+
+    Args:
+        int8_forward: callable `(token_ids, padding_mask)` -> float32 vectors, with int8 matmuls.
+        float_forward: callable, the same graph with dequantized float32 matmuls.
+        references: `probe_references(encoder, int8_forward)`.
+
+    `state` (a saved, non-trainable int32 variable) is `UNCHECKED` until the
+    first request, then `INT8_OK` or `USE_FLOAT`.
+
+    Example:
+    ```python
+    guard = Int8Guard(int8_forward, float_forward, probe_references(encoder, int8_forward))
+    use_int8 = guard.use_int8()  # inside the serving function: a bool tensor
+    ```
+    """
+
+    def __init__(self, int8_forward, float_forward, references):
+        super().__init__(name="int8_guard")
+        self.int8_forward, self.float_forward = int8_forward, float_forward
+        self.state = tf.Variable(UNCHECKED, dtype=tf.int32, trainable=False, name="state")
+        self.references = [np.asarray(r) for r in references]
+
+    def check(self):
+        """Graph-safe: runs the probe through the int8 graph, stores and returns the verdict."""
+        token_ids, mask, reference, quantized = (tf.constant(r) for r in self.references)
+        got = self.int8_forward(token_ids, mask)
+        to_float, to_export = min_cosine(got, reference), min_cosine(got, quantized)
+        kernel_error = int8.kernel_probe_error()
+        passed = tf.reduce_all(
+            [
+                kernel_error <= int8.KERNEL_PROBE_TOLERANCE,
+                to_float >= inference.MIN_COSINE["int8"],
+                to_export >= SAME_KERNEL_COSINE,
+            ]
+        )
+
+        def fall_back():
+            tf.print(
+                "sbert_keras: this host's int8 kernels differ from the exporting machine's (saturating-product error",
+                kernel_error,
+                "; probe min cosine to float32",
+                to_float,
+                ", to the export's int8 vectors",
+                to_export,
+                "); serving with float32 matmuls instead.",
+                output_stream=sys.stderr,
+            )
+            return tf.constant(USE_FLOAT)
+
+        verdict = tf.cond(passed, lambda: tf.constant(INT8_OK), fall_back)
+        with tf.control_dependencies([self.state.assign(verdict)]):
+            return tf.identity(verdict)
+
+    def use_int8(self):
+        """Graph-safe bool: whether this request runs the int8 graph (checks on the first request)."""
+        state = self.state.read_value()
+        return tf.equal(tf.cond(tf.equal(state, UNCHECKED), self.check, lambda: state), INT8_OK)
+
+
+def _float_forward(forward):
+    """`forward` traced with dequantized float32 matmuls (`int8.dequantized_matmuls`)."""
+
+    def run(token_ids, padding_mask):
+        with int8.dequantized_matmuls("float32"):
+            return forward(token_ids, padding_mask)
+
+    return run
+
+
+def serving_forward(engine, precision="auto"):
+    """`(forward, trackables, plan)` for a SavedModel from an `InferenceEngine`.
+
+    An untraced forward function (what `engine.plan(precision)` picks: the
+    fused graph or the Keras graph), the objects holding the variables it
+    reads, and the plan. The served weights never change, so int8 matmuls
+    are traced under `int8.constant_weights` (oneDNN keeps their layout).
+    """
+    kind, precision = engine.plan(precision)
+    encoder = engine.encoder
+    if kind == "fused":
+        weights = engine.fused_weights(precision)
+        projections = list(getattr(encoder, "projections", None) or [])
+        forward = fused.build_forward(encoder, weights, constant_int8=True)
+        return forward, [weights.module] + projections, (kind, precision)
+    model = engine.keras_model(precision)
+    return inference.keras_forward(model), [model], (kind, precision)
+
+
+def saved_model_bytes(endpoint):
+    """A lower bound of a SavedModel's size: its endpoint's variables and graph, in bytes.
+
+    The written folder is larger (the saved object graph and functions):
+    by 0.1 MB for the 2-layer test encoder, by 2.1 MB for
+    all-MiniLM-L6-v2 in float32 and in bfloat16 (measured).
+
+    Args:
+        endpoint: the `tf.function` `ExportArchive.add_endpoint` returned.
+    """
+    concrete = endpoint.get_concrete_function()  # traced once: `write_out` reuses it
+    weights = sum(v.shape.num_elements() * v.dtype.size for v in concrete.variables)
+    return weights + concrete.graph.as_graph_def().ByteSize()
+
+
+def _write(archive, endpoint, path, overwrite, marker):
+    """Writes the archive to `path` (the one place that touches the disk); `marker` goes to `complete.json`.
+
+    Raises `outputs.DiskFullError` (before writing when the estimate does
+    not fit) when the disk is full; nothing is left behind.
+    """
+    needed = saved_model_bytes(endpoint)
+    outputs.write_dir(lambda work: archive.write_out(work, verbose=False), path, overwrite, marker, needed=needed)
+
+
+def export_saved_model(
+    encoder,
+    path,
+    overwrite=False,
+    precision="auto",
+    batch_size=ENCODE_BATCH_SIZE,
+    prompt=None,
+    prompt_name=None,
+    truncate_dim=None,
+):
+    """Writes a SavedModel with a `serving_default(text: string[None])` signature.
+
+    The signature declares `text` with unknown rank and the graph refuses
+    a request of another rank, or with bytes that are not UTF-8, with an
+    `InvalidArgumentError` naming the shape or the item (`checked_request`).
+
+    The served vectors are `encoder.encode(text, prompt=prompt,
+    prompt_name=prompt_name, truncate_dim=truncate_dim)`: the prompt is
+    prepended inside the graph (`tf.strings.join`), so clients send the bare
+    texts; the vectors are cut to `truncate_dim` and L2-normalised again if
+    the encoder normalises. Both are recorded in the folder's
+    `complete.json` (`"prompt"`, `"truncate_dim"`). One prompt per
+    SavedModel: export the query and the document side of an asymmetric
+    model as two models.
+
+    Args:
+        encoder: a `SentenceEncoder` with a preprocessor.
+        path: str. The output directory (TF Serving wants `.../NAME/VERSION`).
+            It appears only once complete, with a `complete.json` marker.
+        overwrite: bool. Replace an earlier export in `path` (else refused).
+        precision: str. The matmul precision of the served graph, as in
+            `encode`: `"auto"` (default) picks the fastest one that passes
+            the self-check on the exporting machine (bfloat16 on CPUs with
+            AVX512-BF16/AMX, float16 on a GPU). A bfloat16 SavedModel served
+            on a CPU without bf16 instructions is slow: pass `"float32"` to
+            export for such servers. `"int8"` (default for an encoder
+            quantized by Keras, on a CPU with VNNI/AMX) checks itself on the
+            server's first request and serves float32 if its int8 kernels
+            differ from the exporting machine's (see the module docstring).
+        batch_size: int. Texts per forward pass inside the graph.
+        prompt: str or None. A prefix prepended to every request text
+            (`""` for none); wins over `prompt_name`.
+        prompt_name: str or None. A key of `encoder.prompts`. With neither,
+            the encoder's default prompt (`encoder.default_prompt_name`), if any.
+        truncate_dim: int or None. Serve the first `truncate_dim`
+            dimensions (1 to `encoder.embedding_dim`); `None` for all.
+
+    Returns:
+        `path`.
+
+    Raises:
+        ValueError: no preprocessor; an unknown `prompt_name`; `truncate_dim`
+            out of range.
+        sbert_keras.utils.disk_space.DiskFullError: not enough disk space (checked
+            before writing against an estimate, and during the write);
+            nothing is left behind.
+
+    Example:
+    ```python
+    export_saved_model(encoder, "serving/sbert/1", precision="float32")
+    export_saved_model(encoder, "serving/query/1", prompt_name="query", truncate_dim=256)
+    # saved_model_cli show --dir serving/sbert/1 --tag_set serve \\
+    #     --signature_def serving_default
+    # REST: POST /v1/models/sbert:predict  {"instances": ["a text", ...]}
+    ```
+    """
+    outputs.prepare_dir(path, overwrite, flag="path")  # before the tracing work
+    if encoder.preprocessor is None:
+        raise ValueError("The encoder has no preprocessor; strings cannot be served.")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    prompt = encoder.resolve_prompt(prompt, prompt_name) or ""
+    truncate_dim = check_truncate_dim(truncate_dim, encoder.embedding_dim)
+    preprocessor = encoder.preprocessor
+    forward, trackables, plan = serving_forward(encoder.engine, precision)
+    pad_id = preprocessor.tokenizer.pad_token_id
+    dim, normalize = encoder.embedding_dim, encoder.normalize
+    guard = None
+    if plan == ("fused", "int8"):
+        guard = Int8Guard(forward, _float_forward(forward), probe_references(encoder, forward))
+        trackables = [*trackables, guard]
+
+    def serve(text):
+        text = checked_request(text)
+        if prompt:
+            text = tf.strings.join([prompt, text])
+        ids, _ = preprocessor.ragged_token_ids(text)
+        if guard is None:
+            embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim)
+        else:
+            embeddings = tf.cond(
+                guard.use_int8(),
+                lambda: sorted_batches(guard.int8_forward, ids, pad_id, batch_size, dim),
+                lambda: sorted_batches(guard.float_forward, ids, pad_id, batch_size, dim),
+            )
+        if truncate_dim is not None:
+            embeddings = embeddings[:, :truncate_dim]
+        if normalize:
+            norms = tf.norm(embeddings, axis=1, keepdims=True)
+            embeddings = embeddings / tf.maximum(norms, 1e-12)
+        return {"embeddings": embeddings}
+
+    archive = keras.export.ExportArchive()
+    if not preprocessor.built:
+        preprocessor.build(None)
+    for trackable in [*trackables, preprocessor]:
+        archive.track(trackable)
+    endpoint = archive.add_endpoint(
+        name="serving_default",
+        fn=serve,
+        input_signature=[tf.TensorSpec(None, tf.string, name="text")],  # rank: `checked_request`
+    )
+    _write(archive, endpoint, path, overwrite, {"command": "export", "prompt": prompt, "truncate_dim": truncate_dim})
+    return path

@@ -1,0 +1,399 @@
+"""The fused forward pass of RoBERTa/BERT-layout encoders, with cached weights.
+
+Why this exists: `encode` is matmul-bound, and the Keras graph of KerasHub's
+`TransformerEncoder` leaves speed on the table on CPU
+(`benchmarks/encode_profile.py` prints the per-op split):
+
+- the query, key and value projections are three small `EinsumDense`
+  matmuls, where one fused `[hidden, 3 * hidden]` matmul is more efficient;
+- under `mixed_bfloat16` the elementwise ops (erf-GELU, bias adds) also run
+  in bfloat16, which TensorFlow's CPU kernels do slowly, so the policy gains
+  little over float32.
+
+This graph runs the same computation from the same weights: matmuls with
+their bias (and GELU) in the matmul dtype, so oneDNN fuses them into one
+kernel, and attention, softmax, residuals, LayerNorm, pooling and the
+projection in float32 (LayerNorm through oneDNN's fused kernel,
+`sbert_keras.runtime.kernels.onednn_layer_norm`). Keras and KerasHub have no such mixed "bf16 matmul,
+float32 elsewhere" inference path, so it is written here. Nothing in it is
+trusted blindly: `sbert_keras.runtime.engine` checks it against the Keras graph
+on first use and falls back when they differ, and `supports` refuses any
+layer it does not reproduce exactly (other classes, quantized layers, gated
+or windowed attention, activations it does not know).
+
+The fused and cast weights live in `FusedWeights`: TensorFlow variables,
+computed once and refreshed exactly when the source variables are written
+(`sbert_keras.runtime.weight_writes` counts every write made through Keras; a
+sampled fingerprint also catches most writes that bypass Keras), so a
+single query pays no cast. Every matmul goes through
+one dispatch point, `dense(x, weights, activation)`, where other weight
+formats (int8) plug in.
+"""
+
+import collections
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras_hub.layers import TokenAndPositionEmbedding
+from keras_hub.layers import TransformerEncoder
+from keras_hub.models import RobertaBackbone
+
+from sbert_keras.compat.keras_hub import block_parts
+from sbert_keras.model.backbone import BertLayoutBackbone
+from sbert_keras.runtime import weight_writes
+from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
+from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
+
+# Backbones whose graph is embeddings -> LayerNorm -> post-LN TransformerEncoders.
+SUPPORTED_BACKBONES = (BertLayoutBackbone, RobertaBackbone)
+# Activations the fused graph applies by calling the same Keras function.
+KNOWN_ACTIVATIONS = (keras.activations.gelu, keras.activations.relu, keras.activations.tanh, keras.activations.linear)
+SAMPLES_PER_VARIABLE = 32
+
+DenseWeights = collections.namedtuple("DenseWeights", ["kernel", "bias"])
+NormWeights = collections.namedtuple("NormWeights", ["gamma", "beta"])
+BlockWeights = collections.namedtuple(
+    "BlockWeights", ["qkv", "attention_output", "attention_norm", "intermediate", "output", "feedforward_norm"]
+)
+ModelWeights = collections.namedtuple("ModelWeights", ["token_table", "position_table", "embedding_norm", "blocks"])
+
+
+def quantized_layers(encoder):
+    """The names of `encoder`'s layers quantized by Keras (`layer.quantization_mode` set)."""
+    return [
+        layer.name
+        for layer in encoder._flatten_layers(include_self=False, recursive=True)
+        if getattr(layer, "quantization_mode", None)
+    ]
+
+
+def _unreadable_quantized(encoder):
+    """Quantized layers the fused graph cannot read: not int8, LoRA, or not a block matmul / the token embedding."""
+    readable = set()
+    for block in encoder.backbone.transformer_layers:
+        parts = block_parts(block)
+        readable |= {
+            id(d)
+            for d in (parts.query, parts.key, parts.value, parts.attention_output, parts.intermediate, parts.output)
+        }
+    readable.add(id(encoder.backbone.embeddings.token_embedding))
+    return [
+        layer.name
+        for layer in encoder._flatten_layers(include_self=False, recursive=True)
+        if getattr(layer, "quantization_mode", None)
+        and (layer.quantization_mode != "int8" or getattr(layer, "lora_enabled", False) or id(layer) not in readable)
+    ]
+
+
+def supports(encoder):
+    """Whether the fused graph computes `encoder`'s graph (see `unsupported_reason`)."""
+    return unsupported_reason(encoder) is None
+
+
+def unsupported_reason(encoder):
+    """Why the fused graph cannot compute `encoder`'s graph, or `None` if it can.
+
+    Exact class checks: a subclass may change `call`. Of the layers
+    quantized by Keras, only the blocks' int8 matmuls (no LoRA) are read
+    (`int8_quantize.float_kernel`); any other is refused.
+
+    Args:
+        encoder: a `SentenceEncoder`.
+    """
+    backbone = encoder.backbone
+    if type(backbone) not in SUPPORTED_BACKBONES:
+        return f"backbone class {type(backbone).__name__}"
+    if type(backbone.embeddings) is not TokenAndPositionEmbedding:
+        return f"embedding class {type(backbone.embeddings).__name__}"
+    norms = [backbone.embeddings_layer_norm]
+    for block in backbone.transformer_layers:
+        if type(block) is not TransformerEncoder or block.normalize_first:
+            return f"block {block.name!r} is not a post-LayerNorm TransformerEncoder"
+        parts = block_parts(block)
+        unreadable = _unreadable_quantized(encoder) if quantized_layers(encoder) else []
+        if unreadable:
+            return f"quantized layers {unreadable[:3]} (only Keras int8 block matmuls are read)"
+        config = parts.attention.get_config()
+        if (
+            config.get("use_gate")
+            or config.get("sliding_window") is not None
+            or config.get("attention_axes") not in (None, (1,), [1])
+            or config.get("output_shape") is not None
+            or config["num_heads"] * config["key_dim"] != parts.query.kernel.shape[0]
+            or config["value_dim"] != config["key_dim"]
+        ):
+            return f"attention options of {block.name!r}: {config}"
+        denses = (parts.query, parts.key, parts.value, parts.attention_output, parts.intermediate, parts.output)
+        if any(dense.bias is None for dense in denses):
+            return f"a dense layer of {block.name!r} has no bias"
+        if parts.intermediate.activation not in KNOWN_ACTIVATIONS:
+            return f"activation {parts.intermediate.activation!r} of {block.name!r}"
+        if parts.output.activation is not keras.activations.linear:
+            return f"output activation of {block.name!r}"
+        norms += [parts.attention_norm, parts.feedforward_norm]
+    for norm in norms:
+        if (
+            type(norm) is not keras.layers.LayerNormalization
+            or not (norm.center and norm.scale)
+            or getattr(norm, "rms_scaling", False)
+            or norm.axis not in (-1, [-1], [2])
+        ):
+            return f"LayerNorm options of {norm.name!r}"
+    return None
+
+
+def prepare_dense(kernel, bias, precision, role=None, int8_stats=None, int8_recipe=None):
+    """A dense layer's weights in the form `dense` takes for `precision`.
+
+    `"int8"`: `int8_quantize.quantize_role` by `int8_recipe` (of the block
+    `role`, with the block's calibration `int8_stats`); a role the recipe
+    keeps in bf16/float32 gets `DenseWeights`.
+    """
+    if precision != "int8":
+        return DenseWeights(tf.cast(kernel, precision), tf.cast(bias, precision))
+    weights = int8_quantize.quantize_role(kernel, bias, role, int8_stats, int8_recipe)
+    return weights if isinstance(weights, int8.INT8_WEIGHT_TYPES) else DenseWeights(*weights)
+
+
+def dense(x, weights, activation=None):
+    """`activation(x @ kernel + bias)`: the one dispatch point of every matmul.
+
+    Args:
+        x: float tensor `(rows, in)`.
+        weights: `DenseWeights` (the matmul runs in the kernel's dtype) or
+            int8 weights (`int8.int8_dense`: oneDNN int8 matmul, float32 out).
+        activation: callable or None.
+    """
+    if isinstance(weights, int8.INT8_WEIGHT_TYPES):
+        return int8.int8_dense(x, weights, activation)
+    kernel, bias = weights.kernel, weights.bias
+    if int8.forced_dtype():  # an int8 export's float branch: no bf16 role on a host without bf16
+        kernel, bias = tf.cast(kernel, int8.forced_dtype()), tf.cast(bias, int8.forced_dtype())
+    y = tf.nn.bias_add(tf.matmul(tf.cast(x, kernel.dtype), kernel), bias)
+    return y if activation is None else activation(y)
+
+
+def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None):
+    """The backbone's weights as a `ModelWeights` of tensors for `forward`.
+
+    Matmul weights go through `prepare_dense` (Keras int8 layers are read
+    dequantized); embeddings and LayerNorm parameters stay float32. Query,
+    key and value are fused. `int8_stats` (per block, see
+    `int8_quantize.calibrate`) and `int8_recipe` serve `precision="int8"`.
+    """
+    kernel_of = int8_quantize.float_kernel
+
+    def matmul(kernel, bias, role, i):
+        stats = None if int8_stats is None else int8_stats[i]
+        return prepare_dense(kernel, bias, precision, role, stats, int8_recipe)
+
+    def f32(x):
+        return tf.cast(x, "float32")
+
+    def norm(layer):
+        return NormWeights(f32(layer.gamma), f32(layer.beta))
+
+    blocks = []
+    for i, block in enumerate(backbone.transformer_layers):
+        parts = block_parts(block)
+        qkv = (parts.query, parts.key, parts.value)
+        hidden = parts.query.kernel.shape[0]
+        blocks.append(
+            BlockWeights(
+                matmul(
+                    tf.concat([tf.reshape(kernel_of(d), [hidden, -1]) for d in qkv], axis=1),
+                    tf.concat([tf.reshape(d.bias, [-1]) for d in qkv], axis=0),
+                    "qkv",
+                    i,
+                ),
+                matmul(
+                    tf.reshape(kernel_of(parts.attention_output), [-1, hidden]),
+                    parts.attention_output.bias,
+                    "attention_output",
+                    i,
+                ),
+                norm(parts.attention_norm),
+                matmul(kernel_of(parts.intermediate), parts.intermediate.bias, "intermediate", i),
+                matmul(kernel_of(parts.output), parts.output.bias, "output", i),
+                norm(parts.feedforward_norm),
+            )
+        )
+    embeddings = backbone.embeddings
+    return ModelWeights(
+        int8_quantize.float_embeddings(embeddings.token_embedding),
+        f32(embeddings.position_embedding.position_embeddings),
+        norm(backbone.embeddings_layer_norm),
+        tuple(blocks),
+    )
+
+
+class FusedWeights:
+    """`compute_weights` held in TensorFlow variables, refreshed when stale.
+
+    Args:
+        backbone: a backbone that `unsupported_reason` accepts.
+        precision: str. The matmul dtype (`"float32"`, `"bfloat16"`, ...)
+            or `"int8"`.
+        int8_stats: list or None. Calibration statistics per block
+            (`int8_quantize.calibrate`), for `"int8"`; kept across refreshes.
+        int8_recipe: dict or None (`int8_quantize.DEFAULT_RECIPE`).
+
+    Example:
+    ```python
+    weights = FusedWeights(encoder.backbone, "bfloat16")
+    weights.sync()  # re-casts only if the backbone's weights changed
+    weights.values().blocks[0].qkv.kernel.dtype  # bfloat16
+    ```
+    """
+
+    def __init__(self, backbone, precision, int8_stats=None, int8_recipe=None):
+        self.precision = precision
+        sources = list(backbone.weights)
+        compute = tf.function(lambda: compute_weights(backbone, precision, int8_stats, int8_recipe))
+        initial = compute()
+        self._structure = tf.nest.map_structure(lambda _: None, initial)
+        # A tf.Module, so an export archive can track (and save) the variables.
+        self.module = tf.Module(name=f"fused_weights_{precision}")
+        self.module.flat = [tf.Variable(t, trainable=False) for t in tf.nest.flatten(initial)]
+
+        @tf.function
+        def refresh():
+            for variable, value in zip(self.module.flat, tf.nest.flatten(compute())):
+                variable.assign(value)
+
+        rng = np.random.default_rng(0)
+        picks = []
+        for variable in sources:
+            size = int(np.prod(variable.shape))
+            stride = np.linspace(0, size - 1, SAMPLES_PER_VARIABLE // 2).astype("int64")
+            picks.append(np.concatenate([stride, rng.integers(0, size, SAMPLES_PER_VARIABLE // 2)]))
+
+        @tf.function
+        def fingerprint():
+            return tf.concat(
+                [tf.cast(tf.gather(tf.reshape(v.value, [-1]), idx), "float32") for v, idx in zip(sources, picks)],
+                axis=0,
+            )
+
+        self._refresh, self._fingerprint = refresh, fingerprint
+        self._last = tf.Variable(fingerprint(), trainable=False)
+        self.watch = weight_writes.WriteWatch(sources)
+        self.version = 0  # bumped by each refresh (graphs that cache weights re-trace)
+
+    def values(self):
+        """The variables as a `ModelWeights` (usable inside a `tf.function`)."""
+        return tf.nest.pack_sequence_as(self._structure, self.module.flat)
+
+    def written(self):
+        """Whether the source weights were written through Keras since the last refresh (exact, no graph call)."""
+        return self.watch.written()
+
+    def sync(self, force=False):
+        """Re-computes the variables if the source weights changed; True if it did.
+
+        Exact for writes made through Keras (`written`); a fingerprint of
+        sampled elements of every source variable, compared with the one of
+        the last refresh, also catches most writes that bypass Keras.
+        """
+        state = self.watch.state()
+        current = self._fingerprint()
+        if not force and not self.watch.written(state) and np.array_equal(current.numpy(), self._last.numpy()):
+            return False
+        self._refresh()
+        self._last.assign(current)
+        self.watch.mark(state)
+        self.version += 1
+        return True
+
+    def changed(self, others=()):
+        """A boolean tensor: whether sampled source weights changed since the last refresh.
+
+        The in-graph second guard, for writes that bypass Keras; callers
+        check `written` (exact for Keras writes) before the graph call.
+
+        For use inside a `tf.function` next to the forward pass: its few
+        hundred small ops then run beside the forward pass instead of in a
+        graph call of their own before it (what `sync` costs a single query).
+
+        Args:
+            others: `FusedWeights` of the same backbone (other precisions),
+                checked against the same fingerprint, computed once.
+        """
+        current = self._fingerprint()
+        return tf.reduce_any([tf.reduce_any(tf.not_equal(current, w._last)) for w in (self, *others)])
+
+
+def build_forward(encoder, weights, fused_norm=None, constant_int8=False):
+    """The Python function `(token_ids, padding_mask)` -> pooled, projected float32 vectors.
+
+    Args:
+        encoder: a `SentenceEncoder` that `unsupported_reason` accepts.
+        weights: `FusedWeights` of its backbone.
+        fused_norm: bool or None. Whether large inputs may use oneDNN's fused
+            LayerNorm (None: where `onednn.layer_norm_available()`; False for
+            XLA, which cannot compile it).
+        constant_int8: bool. Trace int8 matmuls under `int8.constant_weights`
+            (oneDNN keeps their layout between calls): only for a graph
+            traced anew whenever `weights` refresh (`FusedWeights.version`).
+
+    The vectors are not L2-normalised. Untraced: wrap it in `tf.function`.
+    """
+    backbone = encoder.backbone
+    parts = [block_parts(block) for block in backbone.transformer_layers]
+    num_heads = backbone.num_heads
+    epsilons = [backbone.embeddings_layer_norm.epsilon] + [
+        (p.attention_norm.epsilon, p.feedforward_norm.epsilon) for p in parts
+    ]
+    activations = [p.intermediate.activation for p in parts]
+    pooling, project = encoder.pooling_layer, getattr(encoder, "project", None)
+
+    # Probed here, outside any trace: the probe runs a graph of its own.
+    fused_norm = onednn.layer_norm_available() if fused_norm is None else fused_norm
+
+    def run(token_ids, padding_mask, norm):
+        model = weights.values()
+        batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        hidden = model.token_table.shape[-1]
+        head_dim = hidden // num_heads
+
+        def layer_norm(x, params, epsilon):
+            return norm(x, params.gamma, params.beta, epsilon)
+
+        # `keras.ops.take`, as the embedding layer does (negative ids wrap around).
+        x = keras.ops.take(model.token_table, token_ids, axis=0)
+        x = x + model.position_table[:length]  # no new-axis slices: the TFLite converter refuses them
+        x = layer_norm(tf.reshape(x, [-1, hidden]), model.embedding_norm, epsilons[0])
+        attention_bias = tf.reshape((1.0 - tf.cast(padding_mask, "float32")) * -1e9, [batch, 1, 1, length])
+        for i, block in enumerate(model.blocks):
+            qkv = tf.cast(dense(x, block.qkv), "float32")
+            qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, num_heads, head_dim]), [2, 0, 3, 1, 4])
+            scores = tf.matmul(qkv[0] * (1.0 / math.sqrt(head_dim)), qkv[1], transpose_b=True)
+            context = tf.matmul(tf.nn.softmax(scores + attention_bias), qkv[2])
+            context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])
+            attended = tf.cast(dense(context, block.attention_output), "float32")
+            x = layer_norm(attended + x, block.attention_norm, epsilons[i + 1][0])
+            h = dense(x, block.intermediate, activations[i])
+            x = layer_norm(tf.cast(dense(h, block.output), "float32") + x, block.feedforward_norm, epsilons[i + 1][1])
+        pooled = pooling(tf.reshape(x, [batch, length, hidden]), padding_mask)
+        return pooled if project is None else tf.cast(project(pooled), "float32")
+
+    def forward(token_ids, padding_mask):
+        if constant_int8:
+            with int8.constant_weights():
+                return choose_norm(token_ids, padding_mask)
+        return choose_norm(token_ids, padding_mask)
+
+    def choose_norm(token_ids, padding_mask):
+        if not fused_norm:
+            return run(token_ids, padding_mask, onednn.composite_layer_norm)
+        # oneDNN's LayerNorm from FUSED_LAYER_NORM_MIN_ROWS tokens; below, the composite is faster.
+        return tf.cond(
+            tf.size(token_ids) >= onednn.FUSED_LAYER_NORM_MIN_ROWS,
+            lambda: run(token_ids, padding_mask, onednn.fused_layer_norm),
+            lambda: run(token_ids, padding_mask, onednn.composite_layer_norm),
+        )
+
+    return forward

@@ -1,0 +1,397 @@
+"""int8 matmuls for the fused inference graph, through oneDNN in TensorFlow.
+
+Why this is hand-written, and why this route:
+
+- Keras's own int8 path (`layer.quantize("int8")`) runs
+  `BatchMatMulV3(int8, int8 -> int32)`, an Eigen kernel without VNNI: about
+  68 GOP/s here, five times slower than a bf16 matmul, so a quantized
+  encoder is slower than a float one.
+- `tf.raw_ops.QuantizedMatMulWithBiasAndDequantize` (oneDNN) takes only
+  unsigned activations and one scale per weight tensor (its `min_b` must be
+  a scalar), and under oneDNN v3 its MIN_FIRST bias compensation is wrong
+  (measured: an error of 2.5e5 on outputs of scale 6).
+- TensorFlow's `_QuantizedMatMul` is the fused quantized matmul that Intel's
+  quantization tools emit for oneDNN: signed int8 activations, one scale per
+  output channel, bias, exact GELU and the float32 dequantization fused into
+  one oneDNN inner product, which uses VNNI (`vpdpbusd`) or AMX. It has a
+  leading underscore, so `tf.raw_ops` does not list it; `_quantized_matmul`
+  builds it with `op_def_library` inside a graph. Checked against
+  TensorFlow 2.21 (oneDNN v3); `int8_matmul_available` turns it off where
+  the op or the CPU feature is missing, or where the op is not exact on a
+  full-scale product (`kernel_probe_error`: oneDNN's non-VNNI kernel sums
+  pairs in saturating int16, measured with `ONEDNN_MAX_CPU_ISA`).
+- ONNX Runtime or OpenVINO would add a second runtime and a dependency; this
+  route needs nothing beyond TensorFlow.
+- It is the int8 route of SavedModels (TF Serving runs TensorFlow graphs) and
+  `encode`'s fallback: in-process, `encode` runs int8 through TFLite's XNNPACK
+  where it passes its self-check (`sbert_keras.runtime.routes.xnnpack_int8`: every matmul in int8
+  with per-row activation scales, 1.46x this route's speed, measured).
+
+Two traps of the op, both measured: with `is_weight_const=True` the kernel
+caches the first weights it sees (re-laid out for oneDNN) and silently
+reuses them when a later call passes other weights; and the op exists only
+in graphs, so `int8_dense` must run inside a `tf.function`. So it is built
+with `False` (weights re-laid out per call), except inside
+`constant_weights()`, for graphs re-traced whenever their weights change
+(the engine's, one trace per `FusedWeights.version`, and SavedModels): that
+cache makes `encode` about 6% faster (950 -> 1,010 texts/s, MiniLM-L6).
+
+Weights follow Keras's int8 layout: symmetric per-output-channel int8, with
+`kernel ~= q * kernel_range / 127` (Keras stores `kernel_scale =
+127 / kernel_range`). Activations are quantized per tensor, either from a
+range calibrated on local text (`calibrate`) or from each batch's maximum.
+
+Which matmuls run in int8 and how activations are scaled is decided in
+`sbert_keras.runtime.kernels.int8_quantization` (recipes, SmoothQuant, calibration); the fused
+graph's one dispatch point, `fused.dense`, calls `int8_dense` for these
+weight types.
+
+Example:
+```python
+weights = int8_quantize.quantize_dense(kernel, bias)       # float32 -> int8
+y = tf.function(lambda x: int8_dense(x, weights, keras.activations.gelu))(x)
+```
+"""
+
+import collections
+import contextlib
+import functools
+import threading
+import warnings
+
+import keras
+import tensorflow as tf
+from tensorflow.python.framework import op_def_library
+from tensorflow.python.framework import op_def_registry
+
+from sbert_keras.utils import hardware
+
+# CPU flags (from /proc/cpuinfo) of the instructions that make int8 matmuls
+# fast and exact: VNNI's `vpdpbusd` accumulates u8 x s8 products in int32.
+# Without them oneDNN falls back to `vpmaddubsw`, whose int16 sums saturate.
+QUANTIZED_MATMUL_OP = "_QuantizedMatMul"
+
+# `kernel` int8 (in, out), `kernel_range` float32 (out,), `bias` float32 (out,);
+# `input_range` float32 scalar: the activations' calibrated range (static);
+# `input_scale` float32 (in,): multiplies the activations before they are
+# quantized (SmoothQuant's 1 / s; the kernel rows were multiplied by s).
+Int8DenseWeights = collections.namedtuple("Int8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale"])
+StaticInt8DenseWeights = collections.namedtuple(
+    "StaticInt8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale", "input_range"]
+)
+TokenInt8DenseWeights = collections.namedtuple(
+    "TokenInt8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale"]
+)
+# Unsigned static quantization of inputs bounded below (GELU outputs >= -0.17):
+# `x * input_scale + input_shift >= 0` is quantized to uint8 over
+# `[0, input_range]`, twice the resolution of a symmetric int8 scale; `bias`
+# already subtracts `input_shift @ kernel`.
+StaticUint8DenseWeights = collections.namedtuple(
+    "StaticUint8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale", "input_shift", "input_range"]
+)
+INT8_WEIGHT_TYPES = (Int8DenseWeights, StaticInt8DenseWeights, TokenInt8DenseWeights, StaticUint8DenseWeights)
+# `kernel_probe_error` of an exact int8 kernel is 0; a saturating one's about 0.5.
+KERNEL_PROBE_TOLERANCE = 1e-3
+# Trace-time switch of `dequantized_matmuls` (per thread: tracing is Python).
+_FORCED = threading.local()
+
+
+# === CPU gate ===
+
+
+@functools.lru_cache(maxsize=1)
+def _op_registered():
+    """Whether this TensorFlow build registers `_QuantizedMatMul` (oneDNN builds do)."""
+    return op_def_registry.get(QUANTIZED_MATMUL_OP) is not None
+
+
+def int8_matmul_available():
+    """Whether `int8_dense` runs int8 matmuls here (else it dequantizes).
+
+    True when the CPU has one of `hardware.INT8_FLAGS`, TensorFlow has the
+    oneDNN `_QuantizedMatMul` op, and that op is exact on inputs that
+    saturate int16 sums (`kernel_probe_error`, run once per process): so
+    oneDNN's non-VNNI kernel is never used, also where the flags and the
+    kernel oneDNN picks disagree (`ONEDNN_MAX_CPU_ISA`, a virtual CPU).
+    """
+    return hardware.has_int8() and _op_registered() and _kernel_exact()
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_exact():
+    """Whether oneDNN's int8 kernel computes `kernel_probe_error`'s saturating product exactly."""
+    with tf.init_scope():  # eager, also when asked while a graph is traced
+        error = tf.function(lambda: kernel_probe_error(dense=_int8_op_dense))()
+        return float(error) <= KERNEL_PROBE_TOLERANCE
+
+
+def fallback_dtype():
+    """bfloat16 where the CPU has it, else float32: the dequantized fallback's and a recipe's bf16 roles' dtype."""
+    return "bfloat16" if hardware.has_bf16() else "float32"
+
+
+@contextlib.contextmanager
+def _switch(name, value):
+    """Sets the trace-time switch `name` of this thread to `value` within the block."""
+    previous = getattr(_FORCED, name, None)
+    setattr(_FORCED, name, value)
+    try:
+        yield
+    finally:
+        setattr(_FORCED, name, previous)
+
+
+def constant_weights():
+    """Within it, `int8_dense` traces the int8 op with `is_weight_const=True`.
+
+    oneDNN then lays the weights out once, at the first call, and reuses
+    them: use it only for a graph that is traced anew when its weights
+    change (a trace-time switch, like `dequantized_matmuls`).
+    """
+    return _switch("constant", True)
+
+
+def forced_dtype():
+    """The matmul dtype that `dequantized_matmuls` forces on the trace under way, or None."""
+    return getattr(_FORCED, "dtype", None)
+
+
+def dequantized_matmuls(dtype="float32"):
+    """Within it, `int8_dense` (and `fused.dense`'s float roles) trace matmuls in `dtype`, never the int8 op.
+
+    A trace-time switch: the exported int8 SavedModel traces the same fused
+    graph a second time under it, as the float branch its self-check falls
+    back to on a host whose int8 kernels differ (`sbert_keras.runtime.export`).
+
+    Args:
+        dtype: str. The matmul dtype of the dequantized weights.
+    """
+    return _switch("dtype", dtype)
+
+
+# === Weights ===
+
+
+def make_weights(q, kernel_range, bias, mode="dynamic", input_scale=None, input_range=None, input_shift=None):
+    """Int8 dense weights of tensors, from int8 `q` `(in, out)` and per-channel ranges `(out,)`.
+
+    Args:
+        q: int8 `(in, out)`.
+        kernel_range: float `(out,)`; the kernel is `q * kernel_range / 127`.
+        bias: float `(out,)`.
+        mode: str. How activations are quantized: `"dynamic"` (one scale per
+            batch, its maximum), `"token"` (one scale per row, as Keras's
+            int8 layers do), `"static"` (one calibrated scale) or
+            `"static_u8"` (calibrated, unsigned, for inputs bounded below).
+        input_scale: float `(in,)` or None (ones). Multiplies the activations.
+        input_range: float. The static range of the scaled activations.
+        input_shift: float `(in,)`. With `"static_u8"`: added to the scaled
+            activations, which makes them non-negative; `bias` must already
+            subtract `input_shift @ kernel`.
+    """
+    q = tf.cast(q, "int8")
+    if input_scale is None:
+        input_scale = tf.ones([q.shape[0]], "float32")
+    parts = (q, tf.cast(kernel_range, "float32"), tf.cast(bias, "float32"), tf.cast(input_scale, "float32"))
+    if mode == "dynamic":
+        return Int8DenseWeights(*parts)
+    if mode == "token":
+        return TokenInt8DenseWeights(*parts)
+    if mode == "static":
+        return StaticInt8DenseWeights(*parts, tf.cast(input_range, "float32"))
+    if mode == "static_u8":
+        return StaticUint8DenseWeights(*parts, tf.cast(input_shift, "float32"), tf.cast(input_range, "float32"))
+    raise ValueError(f"`mode` must be 'dynamic', 'token', 'static' or 'static_u8'. Received {mode!r}.")
+
+
+def dequantize(weights, dtype="float32"):
+    """The float kernel of int8 weights, in `dtype`, for unscaled inputs.
+
+    `diag(input_scale) @ q * kernel_range / 127`: applying the activation
+    scale to the kernel instead gives the same product.
+    """
+    kernel = tf.cast(weights.kernel, "float32") * (weights.kernel_range / 127.0)
+    return tf.cast(kernel * weights.input_scale[:, None], dtype)
+
+
+# === The matmul ===
+
+
+def kernel_probe_error(fan_in=64, dense=None):
+    """Graph-safe: max relative error of `int8_dense` on inputs that saturate int16 pair sums.
+
+    Activations and weights at full scale, so every u8 x s8 pair (oneDNN
+    shifts signed activations by 128) sums to 255 * 127 * 2 > 32767. Int32
+    accumulation (VNNI, AMX) is exact; oneDNN's non-VNNI `vpmaddubsw` kernel
+    is not (measured with `ONEDNN_MAX_CPU_ISA=AVX512_CORE` / `AVX2`: 0.49
+    unsigned, 0.99 signed). Probes `Int8DenseWeights` and `StaticUint8DenseWeights`.
+
+    Args:
+        fan_in: int. The contraction length.
+        dense: callable or None (`int8_dense`): the int8 matmul probed.
+    """
+    units = 16
+    x = tf.ones([4, fan_in], "float32")
+    q = tf.fill([fan_in, units], tf.constant(127, tf.int8))
+    kernel_range = tf.ones([units], "float32")
+    bias = tf.zeros([units], "float32")
+    ones = tf.ones([fan_in], "float32")
+    expected = float(fan_in)  # x @ (q * 1 / 127) = fan_in
+    signed = Int8DenseWeights(q, kernel_range, bias, ones)
+    unsigned = StaticUint8DenseWeights(q, kernel_range, bias, ones, tf.zeros([fan_in]), tf.constant(1.0))
+    dense = dense or int8_dense
+    errors = [tf.reduce_max(tf.abs(dense(x, w) - expected)) / expected for w in (signed, unsigned)]
+    return tf.reduce_max(tf.stack(errors))
+
+
+def _quantized_matmul(x_q, kernel_q, bias, x_range, kernel_range, fused_ops):
+    """oneDNN's fused `activation((x_q * s_x) @ (kernel_q * s_k) + bias)` in float32.
+
+    `x_q` is qint8 (`s_x = x_range / 127`) or quint8 (`s_x = x_range / 255`);
+    `s_k = kernel_range / 127` per output channel.
+    """
+    low = tf.zeros_like(x_range) if x_q.dtype == tf.quint8 else -x_range
+    inputs = [x_q, kernel_q, bias, low, x_range, -kernel_range, kernel_range]
+    _, _, op, _ = op_def_library._apply_op_helper(
+        QUANTIZED_MATMUL_OP,
+        name="QuantizedMatMul",
+        device_inputs=inputs,
+        host_inputs=[],
+        Tdevice_outputs=[tf.float32],
+        Thost_outputs=[],
+        T1=x_q.dtype,
+        T2=tf.qint8,
+        Tbias=tf.float32,
+        Tout=tf.float32,
+        U=tf.float32,
+        transpose_a=False,
+        transpose_b=False,
+        is_weight_const=bool(getattr(_FORCED, "constant", None)),
+        is_bias_const=False,
+        fused_ops=list(fused_ops),
+        input_quant_mode="SCALED",
+        output_quant_mode="SCALED",
+        leakyrelu_alpha=0.2,
+    )
+    return op.outputs[0]
+
+
+def _fused_activation(activation):
+    """The oneDNN post-op name of `activation`, `""` for none, or None if it cannot be fused."""
+    if activation is None or activation is keras.activations.linear:
+        return ""
+    if activation is keras.activations.gelu:  # Keras's default: exact (erf) GELU
+        return "GeluExact"
+    if activation is keras.activations.relu:
+        return "Relu"
+    return None
+
+
+def quantize_activations(x, x_range=None, axis=None):
+    """Symmetric int8 quantization of `x`; `(x_q, x_range)`.
+
+    Args:
+        x: float32 tensor `(rows, in)`.
+        x_range: float32 scalar tensor, or None: the maximum |x| (of the
+            whole batch, or of each row with `axis=1`).
+        axis: None or 1 (one scale per row, returned as `(rows, 1)`).
+    """
+    if x_range is None:
+        x_range = tf.maximum(tf.reduce_max(tf.abs(x), axis=axis, keepdims=axis is not None), 1e-6)
+    x_range = tf.cast(x_range, "float32")
+    if axis is not None:
+        x_q = tf.cast(tf.clip_by_value(tf.round(x * (127.0 / x_range)), -127.0, 127.0), tf.int8)
+        return tf.bitcast(x_q, tf.qint8), x_range
+    quantized = tf.quantization.quantize(
+        x,
+        -x_range,
+        x_range,
+        tf.qint8,
+        mode="SCALED",
+        round_mode="HALF_TO_EVEN",
+        narrow_range=True,
+        ensure_minimum_range=0.0,
+    )
+    return quantized.output, x_range
+
+
+def int8_dense(x, weights, activation=None):
+    """`activation(x @ kernel + bias)` with an int8 matmul; float32 `(rows, out)`.
+
+    Call it inside a `tf.function`. Activations are multiplied by
+    `input_scale` and quantized to int8: one scale per batch (its maximum;
+    `Int8DenseWeights`), per row (`TokenInt8DenseWeights`) or calibrated
+    (`StaticInt8DenseWeights`). With one scale, the int8 product, bias,
+    GELU/ReLU and the float32 dequantization run as one oneDNN kernel.
+    Where `int8_matmul_available()` is false, the kernel is dequantized and
+    the matmul runs in `fallback_dtype()`, with a warning (no int8 speed);
+    under `dequantized_matmuls`, in its dtype.
+
+    Args:
+        x: float tensor `(rows, in)`.
+        weights: one of `INT8_WEIGHT_TYPES`.
+        activation: callable or None.
+    """
+    x = tf.cast(x, "float32")
+    forced = forced_dtype()
+    if forced is not None or not int8_matmul_available():
+        dtype = forced or fallback_dtype()
+        if forced is None:
+            warnings.warn(
+                f"No exact int8 matmul here (CPU flags {sorted(hardware.INT8_FLAGS)}, TensorFlow's oneDNN "
+                f"{QUANTIZED_MATMUL_OP}, `kernel_probe_error`): int8 weights are dequantized and multiplied "
+                f"in {dtype} instead (correct vectors, no int8 speed). Without VNNI, oneDNN's int8 kernel "
+                "sums u8 x s8 pairs in saturating int16.",
+                stacklevel=2,
+            )
+        bias = weights.bias
+        if isinstance(weights, StaticUint8DenseWeights):  # undo the shift's compensation
+            bias = bias + tf.linalg.matvec(
+                dequantize(weights), weights.input_shift / weights.input_scale, transpose_a=True
+            )
+        y = tf.matmul(tf.cast(x, dtype), dequantize(weights, dtype))
+        y = tf.cast(tf.nn.bias_add(y, tf.cast(bias, dtype)), "float32")
+        return y if activation is None else activation(y)
+    return _int8_op_dense(x, weights, activation)
+
+
+def _int8_op_dense(x, weights, activation=None):
+    """`int8_dense` through oneDNN's `_QuantizedMatMul`, whatever the CPU (graph only)."""
+    x = tf.cast(x, "float32")
+    x = x * weights.input_scale
+    if isinstance(weights, StaticUint8DenseWeights):
+        x = x + weights.input_shift
+    kernel_q = tf.bitcast(tf.cast(weights.kernel, tf.int8), tf.qint8)
+    if isinstance(weights, TokenInt8DenseWeights):
+        x_q, x_range = quantize_activations(x, axis=1)
+        unit = tf.constant(127.0)
+        y = _quantized_matmul(
+            x_q, kernel_q, tf.zeros_like(weights.bias), unit, weights.kernel_range, ["BiasAdd", "Dequantize"]
+        )
+        y = y * (x_range / 127.0) + weights.bias
+        return y if activation is None else activation(y)
+    if isinstance(weights, StaticUint8DenseWeights):
+        x_range = weights.input_range
+        x_q = tf.quantization.quantize(
+            x,
+            tf.zeros_like(x_range),
+            x_range,
+            tf.quint8,
+            mode="SCALED",
+            round_mode="HALF_TO_EVEN",
+            ensure_minimum_range=0.0,
+        ).output
+    else:
+        x_range = weights.input_range if isinstance(weights, StaticInt8DenseWeights) else None
+        x_q, x_range = quantize_activations(x, x_range)
+    post = _fused_activation(activation)
+    fused_ops = ["BiasAdd"] + ([post] if post else []) + ["Dequantize"]
+    y = _quantized_matmul(
+        x_q,
+        kernel_q,
+        weights.bias,
+        x_range,
+        weights.kernel_range,
+        fused_ops if post is not None else ["BiasAdd", "Dequantize"],
+    )
+    return y if post is not None else activation(y)

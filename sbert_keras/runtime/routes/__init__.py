@@ -1,0 +1,1 @@
+"""The inference routes the engine chooses between."""

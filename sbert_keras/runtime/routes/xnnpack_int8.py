@@ -1,0 +1,210 @@
+"""int8 inference through TensorFlow Lite's XNNPACK, converted from the fused forward pass.
+
+Why this route: `encode` in int8 is matmul-bound, and the fastest int8
+matmuls TensorFlow ships on CPU are XNNPACK's, inside its TFLite runtime.
+Measured on all-MiniLM-L6-v2 (3,000 STS-B dev sentences, batch 32, 2-core
+AVX-512 + VNNI CPU, `benchmarks/encode_peers.py`):
+
+- oneDNN int8 inside TensorFlow (`sbert_keras.runtime.kernels.onednn_int8`) reaches about 1,000
+  texts/s: its activation scales are per tensor, so the feed-forward output
+  matmul stays in bf16 for accuracy, and quantizing activations, LayerNorm
+  and attention run as separate TensorFlow ops.
+- The TFLite converter's dynamic-range quantization of the same graph
+  (`fused.build_forward`, float32 weights) stores per-output-channel int8
+  weights, and XNNPACK quantizes each matmul's activations per row at run
+  time (its QD8 kernels, `vpdpbusd` with VNNI). Every matmul runs in int8 and
+  the vectors stay within a min cosine of about 0.994 of float32: 1,532
+  texts/s (1.46x the oneDNN route's 1,052 in a SavedModel), and a single
+  query through `encode` in 1.3 ms median (stop 16 window in the README).
+
+The converter and the runtime come with TensorFlow (`tf.lite`), so nothing is
+added; `ai_edge_litert`'s interpreter, its successor, is used where it is
+installed. The converted model is a snapshot of the weights: the engine
+converts again when they change (`FusedWeights.version`) and checks the
+result against the Keras graph on first use (`inference.probe_check`).
+TF Serving runs TensorFlow graphs only, so an int8 SavedModel keeps the
+oneDNN route. Set `SBERT_KERAS_NO_XNNPACK=1` to use the oneDNN route in
+`encode` too.
+
+Example:
+```python
+encoder.encode(texts, precision="int8")  # through `Int8Route` where the CPU has VNNI/AMX
+forward = tf.function(fused.build_forward(encoder, weights, fused_norm=False), input_signature=SIGNATURE)
+run = Runner(convert(forward), version=weights.version)
+pooled = run(token_ids, padding_mask)  # float32 numpy array
+```
+"""
+
+import os
+import threading
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from sbert_keras.runtime import batching
+from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.utils import hardware
+
+DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
+# CPU features of XNNPACK's fast int8 kernels; without them int8 falls back (see `available`).
+SIGNATURE = (
+    tf.TensorSpec([None, None], tf.int32, name="token_ids"),
+    tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
+)
+
+
+def available():
+    """Whether `encode` may run int8 through XNNPACK: a CPU with VNNI/AMX, no GPU, not disabled."""
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0") or hardware.has_gpu():
+        return False
+    return hardware.has_int8()
+
+
+def convert(function):
+    """The TFLite flatbuffer (bytes) of a traced float32 `function`, its weights int8.
+
+    Args:
+        function: a `tf.function` with `SIGNATURE`; the variables it reads
+            are frozen into the model.
+    """
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()], function)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]  # dynamic range: int8 weights, float activations
+    return converter.convert()
+
+
+def make_interpreter(model, threads=None):
+    """A TFLite interpreter of `model` (bytes) with XNNPACK on `threads` threads (default: this process's cores)."""
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        Interpreter = tf.lite.Interpreter
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
+        return Interpreter(model_content=model, num_threads=threads)
+
+
+class Runner:
+    """`run(token_ids, padding_mask)` -> float32 numpy array, on one TFLite interpreter.
+
+    Calls from several threads are serialised (an interpreter is not
+    thread-safe); each call uses all cores, so `encode` runs one at a time. The input is resized only when
+    the batch's shape changes.
+
+    Args:
+        model: bytes. A flatbuffer from `convert`.
+        version: int. The `FusedWeights.version` it was converted from.
+        threads: int or None. Threads of the interpreter (default: the
+            cores this process may use).
+    """
+
+    # Calls in flight at once worth making: one call already uses every core
+    # (measured, MiniLM-L6 int8: 1,395 texts/s one at a time, 1,314 two at a time).
+    max_concurrency = 1
+
+    def __init__(self, model, version, threads=None):
+        self.version = version
+        self._interpreter = make_interpreter(model, threads)
+        details = self._interpreter.get_input_details()
+        self._mask = next(d["index"] for d in details if "padding_mask" in d["name"])
+        self._ids = next(d["index"] for d in details if d["index"] != self._mask)
+        self._output = self._interpreter.get_output_details()[0]["index"]
+        self._shape = None
+        self._lock = threading.Lock()
+
+    def __call__(self, token_ids, padding_mask):
+        token_ids = np.asarray(token_ids, "int32")
+        padding_mask = np.asarray(padding_mask, "int32")
+        with self._lock:
+            interpreter = self._interpreter
+            if token_ids.shape != self._shape:
+                interpreter.resize_tensor_input(self._ids, token_ids.shape)
+                interpreter.resize_tensor_input(self._mask, token_ids.shape)
+                interpreter.allocate_tensors()
+                self._shape = token_ids.shape
+            interpreter.set_tensor(self._ids, token_ids)
+            interpreter.set_tensor(self._mask, padding_mask)
+            interpreter.invoke()
+            return interpreter.get_tensor(self._output).copy()
+
+
+class Int8Route:
+    """The XNNPACK int8 path of an `InferenceEngine`: converted, checked on first use, refreshed.
+
+    Args:
+        engine: the `inference.InferenceEngine` it serves.
+    """
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.verdict = None  # None until checked; then whether it may be used
+        self._runner = None  # the Runner of the current float32 weights
+        self._tokenize = None  # ((FusedWeights, sequence length), concrete strings -> padded ids and mask) of `query`
+
+    def requested(self, precision):
+        """Whether `precision` means int8: `"int8"`, or `"auto"` for an encoder quantized by Keras."""
+        return precision == "int8" or (precision in (None, "auto") and self.engine.quantized())
+
+    def accepted(self):
+        """Whether int8 may run here: `available()`, a fused-graph model, and `check` on first use."""
+        if self.verdict is None:
+            supported = available() and fused.unsupported_reason(self.engine.encoder) is None
+            self.verdict = supported and self.engine.verdict_cache.verdict("XNNPACK int8", "int8", self.check)
+        return self.verdict
+
+    def check(self):
+        """Converts, then compares the probe batch with the float32 Keras graph; warns and is False on failure."""
+        from sbert_keras.runtime import engine as inference  # the engine imports this module
+
+        encoder = self.engine.encoder
+        try:
+            run = self.runner()
+        except Exception as error:  # noqa: BLE001 - any converter or runtime failure falls back
+            warnings.warn(
+                f"TFLite could not convert or run the int8 graph of {encoder.name!r} "
+                f"({type(error).__name__}: {str(error)[:300]}); using the oneDNN int8 route instead.",
+                stacklevel=7,
+            )
+            return False
+        reference = self.engine.keras_function("float32")
+        return inference.probe_check(encoder, reference, run, "int8", "XNNPACK int8 graph", "oneDNN int8 route")
+
+    def route(self, precision):
+        """`("xnnpack", "int8")` where `precision` means int8 and it is `accepted`, else None."""
+        return ("xnnpack", "int8") if self.requested(precision) and self.accepted() else None
+
+    def runner(self, weights=None):
+        """The `Runner` of the current weights (converted again when they change), unchecked.
+
+        Args:
+            weights: the float32 `FusedWeights` when the caller has just synced
+                them; by default they are synced here.
+        """
+        weights = weights or self.engine.fused_weights("float32")
+        if self._runner is None or self._runner.version != weights.version:
+            forward = fused.build_forward(self.engine.encoder, weights, fused_norm=False)
+            self._runner = None  # the old interpreter's memory goes before the new one is built
+            self._runner = Runner(convert(tf.function(forward, input_signature=SIGNATURE)), weights.version)
+        return self._runner
+
+    def query(self, texts, retry=True):
+        """`(pooled, number truncated)` of a few texts, in two calls: one graph, one interpreter.
+
+        The graph call tokenises, pads and checks for changed weights
+        (`FusedWeights.changed`); if they changed, they are refreshed, the
+        model converted again and the call repeated (once: `retry`).
+        """
+        weights = self.engine.current_weights("float32")  # made by `check`
+        preprocessor = self.engine.encoder.preprocessor
+        key = (weights, preprocessor.sequence_length)  # tokenising bakes in the length
+        if self._tokenize is None or self._tokenize[0] != key:
+            stack = lambda token_ids, mask: tf.stack([token_ids, mask])  # noqa: E731
+            padded = batching.strings_function(preprocessor, stack, weights.changed)
+            self._tokenize = (key, padded.get_concrete_function())
+        padded, num_truncated, changed = self._tokenize[1](tf.constant(texts))
+        if bool(changed) and retry:
+            weights.sync(force=True)
+            return self.query(texts, retry=False)
+        token_ids, mask = padded.numpy()
+        return self.runner(weights)(token_ids, mask), int(num_truncated)

@@ -1,0 +1,21 @@
+"""Training: the siamese and single-text models of every objective, their data pipelines, and the run.
+
+`siamese` and `cached_siamese` hold the models that put one encoder inside
+each SBERT objective, `single_text_models` the batch-hard triplet and
+distillation models, `objectives` the table from objective name to model,
+loss and inputs, `pipelines` the tf.data batching, `schedules` the
+optimizer and warmup, `fit_checks` the checks of every step, `backup`
+resumable runs, `distributed` tf.distribute strategies, `hard_negatives`
+mining, and `trainer` the `train_objective` run behind `sbert-keras train`.
+`train_objective` and its helpers are importable from `sbert_keras.training` too.
+"""
+
+from sbert_keras.training.trainer import SET_VALUED_KEYS
+from sbert_keras.training.trainer import canonical_config
+from sbert_keras.training.trainer import check_hyperparameters
+from sbert_keras.training.trainer import check_positive_int
+from sbert_keras.training.trainer import data_hash
+from sbert_keras.training.trainer import dev_callback
+from sbert_keras.training.trainer import run_fingerprint
+from sbert_keras.training.trainer import seed_everything
+from sbert_keras.training.trainer import train_objective

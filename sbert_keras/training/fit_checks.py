@@ -1,0 +1,349 @@
+"""Checked training for the siamese models: bad inputs refused, a bad step never applied.
+
+Keras trains on whatever it is given. NaN labels turn every weight into NaN
+(`keras.callbacks.TerminateOnNaN` stops one step too late and names no
+batch), raw 0-5 STS scores train a cosine towards values it cannot reach,
+and an unbatched dataset or labels of the wrong length fail deep inside the
+graph. `CheckedTraining`, a mixin of every `siamese.SiameseModel`, adds:
+
+- `fit` checks its arrays before Keras sees them (`check_fit_inputs`): one
+  row count for every text column, the labels and the sample weights, a
+  batched `tf.data.Dataset`, and labels inside the model's `label_range()`
+  (the first bad item named);
+- each train step applies its gradients only when the loss is finite, the
+  gradients are finite (left to `LossScaleOptimizer` under mixed precision,
+  which skips such steps and lowers its scale) and the batch's labels are in
+  range; otherwise the weights and the optimizer state stay as they were
+  and `fit` raises `NonFiniteLossError` or `LabelRangeError` naming the epoch
+  and the batch. The check costs one `isfinite` reduction per gradient.
+
+A skipped step also logs a NaN loss, so with `steps_per_execution > 1` a bad
+step inside a group is still caught (the group's batches are named).
+
+Example:
+```python
+model = RegressionSiamese(encoder)
+model.compile()
+model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.readers.scale_sts_score` ...
+```
+"""
+
+import dataclasses
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+from keras.src.losses.loss import unscale_loss_for_distribution
+
+# Logs of a train step read and removed by the checked train function.
+STEP_LOGS = ("step_check", "step_loss", "step_label_min", "step_label_max")
+OK, BAD_LABELS, NON_FINITE_LOSS, NON_FINITE_GRADIENTS = 0, 1, 2, 3
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A train step's loss or gradients were NaN or infinite; the step was not applied."""
+
+
+class LabelRangeError(ValueError):
+    """Labels outside the range the model's loss is meant for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelRange:
+    """The labels a loss accepts: finite, in `[low, high]`, integers if `integer`.
+
+    Args:
+        what: str. The labels in words, e.g. "cosine targets in [-1, 1]".
+        low: float. Smallest allowed label.
+        high: float. Largest allowed label.
+        integer: bool. Labels must be whole numbers (class ids).
+        hint: str. How to fix labels out of range.
+    """
+
+    what: str
+    low: float = -math.inf
+    high: float = math.inf
+    integer: bool = False
+    hint: str = ""
+
+    @property
+    def safe(self):
+        """An allowed label (`low`, or 0 when unbounded)."""
+        return self.low if math.isfinite(self.low) else 0.0
+
+    def ok(self, labels):
+        """Elementwise: which of `labels` (array or tensor) are allowed."""
+        y = ops.cast(labels, "float32")
+        fits = ops.isfinite(y) & (y >= self.low) & (y <= self.high)
+        return fits & (ops.round(y) == y) if self.integer else fits
+
+
+def check_labels(labels, ok, needs, where):
+    """Raises a `LabelRangeError` naming the first item whose label fails `ok`.
+
+    Args:
+        labels: array-like of labels.
+        ok: callable, float64 array -> bool array of the allowed labels.
+        needs: str. The allowed labels in words.
+        where: str. Who needs them, e.g. "The regression objective".
+    """
+    labels = np.asarray(labels, dtype="float64")
+    bad = np.flatnonzero(~np.asarray(ok(labels)).reshape(-1))
+    if bad.size:
+        i = int(bad[0])
+        value = labels.reshape(-1)[i]
+        raise LabelRangeError(
+            f"{where} needs {needs}; item {i} (0-based) has label {value:g} ({bad.size} such item(s))."
+        )
+
+
+def rows(value):
+    """The number of rows of an array, tensor or list (None when it has none)."""
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) and shape[0] is not None else None
+    return len(value) if isinstance(value, (list, tuple)) else None
+
+
+def check_batched(dataset, argument):
+    """Raises a `ValueError` naming `argument` when `dataset` yields single examples."""
+    specs = [s for s in tf.nest.flatten(dataset.element_spec) if hasattr(s, "shape")]
+    if any(s.shape.rank == 0 for s in specs):
+        raise ValueError(
+            f"The tf.data.Dataset passed as `{argument}` yields single examples (an element has shape ()); "
+            "`fit` takes batches: batch it first, e.g. `dataset.batch(16)`."
+        )
+
+
+def check_fit_inputs(model, x, y=None, sample_weight=None, validation_data=None):
+    """Checks what `fit` received against `model`, naming the bad argument.
+
+    Args:
+        model: a `CheckedTraining` model (its `active_roles`, `label_range()`).
+        x: text columns (tuple/list in role order or dict) or a dataset.
+        y: labels or None.
+        sample_weight: per-row weights or None.
+        validation_data: a dataset or a tuple, or None.
+
+    Raises:
+        ValueError: an unbatched dataset, or arrays of different lengths.
+        LabelRangeError: a label outside `model.label_range()`.
+    """
+    if isinstance(validation_data, tf.data.Dataset):
+        check_batched(validation_data, "validation_data")
+    if isinstance(x, tf.data.Dataset):
+        check_batched(x, "x")
+        return
+    if isinstance(x, dict):
+        columns = {f"x[{key!r}]": value for key, value in x.items()}
+    elif isinstance(x, (tuple, list)) and not all(isinstance(v, str) for v in x):
+        columns = {f"x[{i}] ({role})": value for i, (role, value) in enumerate(zip(model.active_roles, x))}
+    else:
+        columns = {"x": x}
+    columns.update({"y": y, "sample_weight": sample_weight})
+    counts = {name: rows(value) for name, value in columns.items() if value is not None}
+    counts = {name: count for name, count in counts.items() if count is not None}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"`{name}` has {count}" for name, count in counts.items())
+        raise ValueError(f"`fit` needs one row per example in every input; {listed} rows.")
+    spec = model.label_range()
+    if y is not None and spec is not None:
+        where = f"{type(model).__name__} (loss {loss_name(model.loss)})"
+        try:
+            check_labels(y, lambda labels: spec.ok(labels), spec.what, f"`y`: {where}")
+        except LabelRangeError as error:
+            raise LabelRangeError(f"{error} {spec.hint}".strip()) from None
+
+
+def inner_loss(loss):
+    """The loss a wrapper (`MatryoshkaLoss`, `ReplicaScaledLoss`: `.loss`) applies; a name resolved by Keras."""
+    loss = keras.losses.get(loss) if isinstance(loss, str) else loss
+    while isinstance(loss, keras.losses.Loss) and callable(getattr(loss, "loss", None)):
+        loss = loss.loss
+    return loss
+
+
+def loss_name(loss):
+    """A loss's name for messages."""
+    return loss if isinstance(loss, str) else getattr(loss, "name", getattr(loss, "__name__", type(loss).__name__))
+
+
+def step_check(loss, gradients, y, label_range, check_gradients):
+    """`(ok, logs)`: whether a train step may be applied, and why not.
+
+    Args:
+        loss: the step's scalar loss (unscaled).
+        gradients: list of gradients (tensors, `IndexedSlices` or None).
+        y: the batch's labels or None.
+        label_range: a `LabelRange` or None.
+        check_gradients: bool. Also require finite gradients.
+
+    Under a `tf.distribute` strategy the outcome is all-reduced, so every
+    replica applies the step or none does (the label span logged is the
+    replica's own).
+    """
+    label_ok = tf.constant(True)
+    label_min = label_max = tf.constant(0.0)
+    if label_range is not None and y is not None:
+        labels = ops.cast(y, "float32")
+        label_ok = ops.all(label_range.ok(labels))
+        label_min, label_max = ops.min(labels), ops.max(labels)
+    loss_ok = ops.all(ops.isfinite(loss))
+    grads_ok = tf.constant(True)
+    if check_gradients:
+        values = [g.values if isinstance(g, tf.IndexedSlices) else g for g in gradients if g is not None]
+        grads_ok = ops.all(ops.stack([ops.all(ops.isfinite(v)) for v in values])) if values else grads_ok
+    failures = ops.cast(ops.stack([~label_ok, ~loss_ok, ~grads_ok]), "float32")
+    if tf.distribute.has_strategy():  # any replica's failure refuses the step everywhere
+        failures = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, failures)
+    code = tf.where(
+        failures[0] > 0,
+        BAD_LABELS,
+        tf.where(failures[1] > 0, NON_FINITE_LOSS, tf.where(failures[2] > 0, NON_FINITE_GRADIENTS, OK)),
+    )
+    logs = {"step_check": code, "step_loss": ops.cast(loss, "float32")}
+    logs.update({"step_label_min": label_min, "step_label_max": label_max})
+    return ops.equal(code, OK), logs
+
+
+def apply_if(ok, optimizer, gradients, weights):
+    """`optimizer.apply_gradients(zip(gradients, weights))` when `ok`, else nothing.
+
+    Under a strategy that merge-calls (`apply_gradients` does), the condition
+    runs in cross-replica context, as in Keras' `LossScaleOptimizer`.
+    """
+
+    def apply(grads):
+        optimizer.apply_gradients(zip(grads, weights))
+
+    if tf.distribute.has_strategy() and not tf.__internal__.distribute.strategy_supports_no_merge_call():
+
+        def cross_replica(distribution, ok, grads):
+            ok = distribution.experimental_local_results(ok)[0]
+            ops.cond(ok, lambda: distribution.extended.call_for_each_replica(apply, args=(grads,)), lambda: None)
+
+        tf.distribute.get_replica_context().merge_call(cross_replica, args=(ok, gradients))
+    else:
+        ops.cond(ok, lambda: apply(gradients), lambda: None)
+
+
+class FitPosition(keras.callbacks.Callback):
+    """Records the epoch and batch `fit` is at, for the checked train function's errors."""
+
+    def __init__(self):
+        super().__init__()
+        self.async_safe = True  # begin hooks only: Keras calls them in order
+        self.epoch = self.batch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.batch = batch
+
+    def describe(self, steps):
+        """'batch index B (0-based) of epoch E' (E as Keras' progress bar counts, from 1)."""
+        batches = (
+            f"batch index {self.batch}" if steps == 1 else f"one of batch indices {self.batch}-{self.batch + steps - 1}"
+        )
+        return f"{batches} (0-based, within the epoch) of epoch {self.epoch + 1} (Keras' 'Epoch {self.epoch + 1}/...')"
+
+
+def raise_on_bad_step(model, logs, position):
+    """Removes `STEP_LOGS` from a train function's `logs`; raises if the step was refused."""
+    values = {key: float(np.asarray(logs.pop(key)).reshape(-1)[0]) for key in STEP_LOGS if key in logs}
+    loss = logs.get("loss")
+    if int(values.get("step_check", OK)) == OK and (loss is None or np.all(np.isfinite(np.asarray(loss)))):
+        return
+    code = int(values.get("step_check", OK))
+    where = position.describe(int(getattr(model, "steps_per_execution", 1) or 1))
+    kept = "The step was not applied: the weights are those from before this batch."
+    if code == BAD_LABELS:
+        spec = model.label_range()
+        span = f"[{values['step_label_min']:g}, {values['step_label_max']:g}]"
+        raise LabelRangeError(
+            f"Training stopped at {where}: {type(model).__name__} (loss {loss_name(model.loss)}) needs labels that "
+            f"are {spec.what}; this batch's labels span {span}. {spec.hint} {kept}".replace("  ", " ")
+        )
+    cause = {
+        NON_FINITE_GRADIENTS: f"the gradients are not finite (the loss is {values.get('step_loss', math.nan):g})",
+        NON_FINITE_LOSS: f"the loss is not finite ({values.get('step_loss', math.nan):g})",
+    }.get(code, "a loss or label check failed")
+    raise NonFiniteLossError(
+        f"Training stopped at {where}: {cause}. {kept} Look for NaN or infinite labels, inputs or sample "
+        "weights in this batch, or lower the learning rate."
+    )
+
+
+class CheckedTraining:
+    """Mixin for a Keras `Model`: checked `fit` inputs and train steps (see the module docstring).
+
+    A model implements `label_range()` (None: no check) and calls
+    `apply_checked_step` from its `train_step` instead of applying the
+    gradients itself.
+    """
+
+    def label_range(self):
+        """The `LabelRange` of the compiled loss, or None when unknown."""
+        return None
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, **kwargs):
+        """Keras' `fit` (KerasHub's argument order), after `check_fit_inputs`, stopping at the first refused step."""
+        check_fit_inputs(self, x, y, sample_weight, validation_data)
+        self._fit_position = FitPosition()
+        callbacks = kwargs.pop("callbacks", None)
+        if isinstance(callbacks, keras.callbacks.CallbackList):
+            callbacks.append(self._fit_position)
+        else:
+            callbacks = [self._fit_position, *(callbacks or [])]
+        return super().fit(
+            x, y, batch_size, sample_weight, validation_data=validation_data, callbacks=callbacks, **kwargs
+        )
+
+    def make_train_function(self, force=False):
+        if self.train_function is not None and not force:
+            return self.train_function
+        super().make_train_function(force)
+        function = self.train_function
+
+        def checked(iterator):
+            logs = function(iterator)
+            raise_on_bad_step(self, logs, getattr(self, "_fit_position", None) or FitPosition())
+            return logs
+
+        self.train_function = checked
+        return checked
+
+    def train_step(self, data):
+        """Keras' train step, applied only when `apply_checked_step` allows it."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        spec = self.label_range()
+        # Labels out of range reach the loss as an allowed value (the step is refused anyway):
+        # some kernels (sparse cross-entropy on CPU) raise on them before the check can name the batch.
+        y_loss = y if spec is None or y is None else ops.where(spec.ok(y), y, ops.cast(spec.safe, y.dtype))
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self._compute_loss(x=x, y=y_loss, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            scaled = loss if self.optimizer is None else self.optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled, self.trainable_weights)
+        tracked = unscale_loss_for_distribution(loss)
+        return self.apply_checked_step(x, y, y_pred, sample_weight, loss, gradients, tracked)
+
+    def apply_checked_step(self, x, y, y_pred, sample_weight, loss, gradients, tracked_loss):
+        """Applies `gradients` if the step passes `step_check`; returns the logs.
+
+        Args:
+            x, y, y_pred, sample_weight: the batch, its labels and outputs.
+            loss: the unscaled loss; `gradients`: of the (scaled) loss, one
+                per `trainable_weights`.
+            tracked_loss: the value for Keras' running loss (NaN is logged
+                instead when the step is refused).
+        """
+        check_gradients = not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        ok, step_logs = step_check(loss, gradients, y, self.label_range(), check_gradients)
+        apply_if(ok, self.optimizer, gradients, self.trainable_weights)
+        batch = tf.shape(next(v for v in tf.nest.flatten(x) if v is not None))[0]
+        self._loss_tracker.update_state(ops.where(ok, tracked_loss, math.nan), sample_weight=batch)
+        return {**self.compute_metrics(x, y, y_pred, sample_weight=sample_weight), **step_logs}

@@ -1,0 +1,363 @@
+"""The SBERT paper's training recipe: 2e-5, batch 16, 10 % linear warmup; AdamW, clip 1.0.
+
+`train_objective` checks its arguments and that the data fits the
+objective before anything trains, and resumes an interrupted run from a
+`backup.RunBackup` tied to the run's configuration and data. The schedule
+and optimizer live in `sbert_keras.training.schedules`, the precision vocabulary
+(`set_precision`) in `sbert_keras.model.precision`; both are importable from here.
+Keras' `fit` runs the loop; this module adds the checks, the data pipeline
+and the resumable backup around it, which Keras does not have.
+"""
+
+import dataclasses
+import hashlib
+import json
+import math
+import numbers
+import os
+import random
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from sbert_keras.data import readers as data
+from sbert_keras.evaluation.evaluators import EvaluationCallback
+from sbert_keras.losses import replicas
+from sbert_keras.model.precision import set_precision  # noqa: F401 (public here too)
+from sbert_keras.training import distributed
+from sbert_keras.training.backup import RunBackup
+from sbert_keras.training.objectives import LABEL_DTYPES
+from sbert_keras.training.objectives import MODEL_CLASSES  # noqa: F401 (public here too)
+from sbert_keras.training.objectives import array_sha256
+from sbert_keras.training.objectives import build_model
+from sbert_keras.training.objectives import objective_inputs
+from sbert_keras.training.objectives import objective_loss
+from sbert_keras.training.objectives import teacher_targets
+from sbert_keras.training.pipelines import bucket_boundaries
+from sbert_keras.training.pipelines import siamese_dataset
+from sbert_keras.training.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
+from sbert_keras.training.schedules import check_optimizer_settings
+from sbert_keras.training.schedules import paper_optimizer
+from sbert_keras.utils.defaults import CLIP_NORM
+from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
+from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
+from sbert_keras.utils.defaults import PAPER_LEARNING_RATE
+from sbert_keras.utils.defaults import PAPER_WARMUP_FRACTION
+from sbert_keras.utils.defaults import WEIGHT_DECAY
+
+
+def check_positive_int(value, name):
+    """Raises a `ValueError` naming `name` unless `value` is an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1; received {value!r}.")
+    return int(value)
+
+
+def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAPER_WARMUP_FRACTION):
+    """Raises a `ValueError` naming the first bad training hyperparameter.
+
+    Args:
+        epochs: int >= 1.
+        batch_size: int >= 1.
+        learning_rate: finite float > 0 (a negative rate ascends the loss).
+        warmup_fraction: float in [0, 1].
+    """
+    check_positive_int(epochs, "epochs")
+    check_positive_int(batch_size, "batch_size")
+    for name, value, low, high in (
+        ("learning_rate", learning_rate, 0.0, math.inf),
+        ("warmup_fraction", warmup_fraction, 0.0, 1.0),
+    ):
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or not low <= value <= high or (name == "learning_rate" and value <= 0):
+            bounds = "a finite number > 0" if name == "learning_rate" else "a number in [0, 1]"
+            raise ValueError(f"`{name}` must be {bounds}; received {value!r}.")
+
+
+def seed_everything(seed, model=None):
+    """Seeds Python, NumPy and TensorFlow, and `model`'s dropout.
+
+    `keras.utils.set_random_seed` seeds what is built after it (a new head's
+    initial weights) and the global generators; a layer's dropout draws from
+    its own `SeedGenerator`, whose state was fixed when the layer was built.
+    Each of `model`'s seed-generator states is therefore set again, in the
+    model's variable order, from the freshly seeded Python generator: the
+    same seed gives the same dropout masks whenever the encoder was built.
+
+    Args:
+        seed: int.
+        model: a Keras model or layer, or None.
+    """
+    keras.utils.set_random_seed(seed)
+    for variable in [] if model is None else model.variables:
+        if variable.name == "seed_generator_state":
+            variable.assign(np.array([random.randint(1, int(1e9)), 0], dtype=variable.dtype))
+
+
+def dev_callback(objective, model, dev, prefix="dev_"):
+    """An `EvaluationCallback` suited to the dev data's kind."""
+    if isinstance(dev, data.NLIPairs) and objective == "classification":
+        return EvaluationCallback.nli(model, dev.sentence_a, dev.sentence_b, dev.labels, prefix=prefix)
+    if isinstance(dev, data.NLIPairs):
+        dev = data.nli_to_triplets(dev)
+    if isinstance(dev, data.Triplets):
+        return EvaluationCallback.triplets(model.encoder, dev.anchor, dev.positive, dev.negative, prefix=prefix)
+    return EvaluationCallback.sts(model.encoder, dev.sentence_a, dev.sentence_b, dev.labels, prefix=prefix)
+
+
+def data_hash(examples):
+    """A SHA-256 of a data dataclass's texts and labels (`None` for `None`)."""
+    if examples is None:
+        return None
+    digest = hashlib.sha256(type(examples).__name__.encode())
+    for field in dataclasses.fields(examples):
+        value = getattr(examples, field.name)
+        if isinstance(value, np.ndarray):
+            digest.update(np.ascontiguousarray(value, dtype="float64").tobytes())
+        else:
+            digest.update(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+# Config entries that KerasHub fills from a Python set (a BPE tokenizer's
+# special and unsplittable tokens): their order follows PYTHONHASHSEED, so it
+# says nothing about the run.
+SET_VALUED_KEYS = frozenset({"unsplittable_tokens", "special_tokens"})
+
+
+def _canonical_entry(key, value):
+    if key in SET_VALUED_KEYS and isinstance(value, list):
+        return sorted(value, key=str)
+    return canonical_config(value)
+
+
+def canonical_config(config):
+    """A config as the same run gives it in any process.
+
+    Drops the `name` keys (Keras numbers them per process) and sorts the
+    lists of `SET_VALUED_KEYS`, whose order changes with `PYTHONHASHSEED`.
+
+    Args:
+        config: a (nested) `get_config()` dict.
+    """
+    if isinstance(config, dict):
+        return {key: _canonical_entry(key, value) for key, value in config.items() if key != "name"}
+    if isinstance(config, (list, tuple)):
+        return [canonical_config(v) for v in config]
+    return config
+
+
+def run_fingerprint(objective, encoder, train, dev, **settings):
+    """What identifies a run: objective, encoder config, data hashes, settings.
+
+    Two calls of `train_objective` resume each other's backup only when this
+    is equal (the encoder's weights are not part of it: a restarted process
+    builds the encoder again before the backup restores its weights). It is
+    the same in every process: the config goes through `canonical_config`.
+
+    Args:
+        objective: str. The objective's name.
+        encoder: the `SentenceEncoder` being trained.
+        train: the training examples (a data dataclass).
+        dev: the dev examples or None.
+        **settings: JSON-serialisable hyperparameters and run facts.
+    """
+    config = json.dumps(canonical_config(encoder.get_config()), sort_keys=True, default=str)
+    return {
+        "objective": objective,
+        "encoder_config": hashlib.sha256(config.encode()).hexdigest(),
+        "sequence_length": getattr(encoder, "sequence_length", None),
+        "dtype_policy": keras.config.dtype_policy().name,
+        "train_data": data_hash(train),
+        "train_examples": len(train),
+        "dev_data": data_hash(dev),
+        **json.loads(json.dumps(settings, default=str)),
+    }
+
+
+@distributed.under_strategy
+def train_objective(
+    objective,
+    encoder,
+    train,
+    dev=None,
+    epochs=1,
+    batch_size=PAPER_BATCH_SIZE,
+    learning_rate=PAPER_LEARNING_RATE,
+    warmup_fraction=PAPER_WARMUP_FRACTION,
+    output_dir=None,
+    seed=0,
+    callbacks=(),
+    verbose="auto",
+    sts_mapping="unit",
+    save_freq="epoch",
+    overwrite=False,
+    keep_backup=False,
+    run_info=None,
+    teacher=None,
+    batching=None,
+    weight_decay=WEIGHT_DECAY,
+    clipnorm=CLIP_NORM,
+    **model_kwargs,
+):
+    """Fine-tunes `encoder` with one SBERT objective and the paper's recipe.
+
+    Checks the arguments and that `train` fits the objective, then builds
+    the siamese model around the (shared) encoder, a length-bucketed
+    shuffled dataset, AdamW (`schedules.paper_optimizer`) with 10 % linear
+    warmup then linear decay, an optional dev `EvaluationCallback` (its
+    metrics land in the `History`),
+    and, with `output_dir`, a `backup.RunBackup` in `output_dir/backup`: a
+    call interrupted at any point resumes when run again with the same
+    configuration and data, past the steps already done. The returned
+    history covers every epoch, including those before an interruption.
+    As with Keras's `BackupAndRestore`, a resumed process shuffles from the
+    seed's first order: a run killed in its first epoch resumes with exactly
+    the batches not yet seen; one killed in a later epoch skips as many
+    batches as were done, of that first order.
+
+    Args:
+        objective: str. One of `defaults.OBJECTIVES`: `"regression"`,
+            `"triplet"`, `"classification"`, `"contrastive"`, `"cosent"`,
+            `"angle"`, `"online-contrastive"`, `"batch-hard"` or
+            `"distill"` (the data, model and loss of each: the table of
+            `sbert_keras.training.objectives`).
+        encoder: the `SentenceEncoder` to train (updated in place).
+        train: the training examples (see `objective_inputs`).
+        dev: optional `SentencePairs` (STS), `NLIPairs` or `Triplets`.
+        epochs: int. Passes over `train`.
+        batch_size: int. 16 in the paper.
+        learning_rate: float. The peak learning rate, 2e-5 in the paper.
+        warmup_fraction: float. Share of steps with linear warmup.
+        output_dir: str or None. Where the backup lives while training.
+        seed: int. Seeds everything random in the run (`seed_everything`):
+            the batch order, dropout and a new head's initial weights, so the
+            same call on the same machine gives the same weights.
+        callbacks: extra Keras callbacks.
+        verbose: passed to `fit` (a progress bar by default).
+        sts_mapping: str. How the regression objective maps 0-5 scores to
+            cosine targets: `"unit"` (score / 5) or `"keras-io"`
+            (score / 2.5 - 1); see `data.scale_sts_score`.
+        save_freq: `"epoch"` or int. Back up at each epoch end, or also
+            every `save_freq` steps (a kill then loses at most that many).
+        overwrite: bool. Discard a backup left by a different run (else a
+            `backup.StaleBackupError` names the fields that differ).
+        keep_backup: bool. Leave the backup after a clean finish (the CLI
+            deletes it itself once its outputs are saved).
+        run_info: dict or None. Extra fingerprint fields (e.g. file names).
+        strategy: a `tf.distribute` strategy or None. Build, compile and fit
+            under its scope, e.g. `distributed.multi_worker_strategy()` on
+            every worker (`distributed.under_strategy`); `batch_size` is global.
+        batching: str or None. `pipelines.siamese_dataset`'s batching
+            (`"bucket"`, `"no_duplicates"`, `"shuffle"`); None: the
+            objective's default (`defaults.BATCHING`).
+        weight_decay: float >= 0. > 0: AdamW with this weight decay
+            (`schedules.paper_optimizer`; 0.01 as sentence-transformers);
+            0: the paper's Adam.
+        clipnorm: float or None. Clip gradients to this global norm (1.0);
+            None or 0: no clipping.
+        teacher: the distill objective's teacher: a `SentenceEncoder`
+            (it encodes `train.texts` once, at float32) or its embeddings
+            `(len(train), dim)`; the student's dimension must match.
+        **model_kwargs: passed to the model (e.g. `concatenation`,
+            `matryoshka_dims`, not with `"angle"`); contrastive only:
+            `hard_negatives=True` (train on the triplets' negatives too) and
+            `mini_batch_size=N` (GradCache: `CachedContrastiveSiamese`).
+
+    Returns:
+        `(model, history)`.
+
+    Example:
+    ```python
+    model, history = train_objective("regression", encoder, read_sts("sts-train.csv"),
+                                     epochs=4, output_dir="runs/sts", save_freq=500)
+    ```
+    """
+    check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction)
+    check_optimizer_settings(weight_decay, clipnorm)
+    if save_freq != "epoch":
+        check_positive_int(save_freq, "save_freq")
+    num_classes = model_kwargs.get("num_classes", 3)
+    hard_negatives = model_kwargs.get("hard_negatives", False)
+    columns, labels, extra = objective_inputs(objective, train, sts_mapping, num_classes, hard_negatives)
+    if teacher is not None and objective != "distill":
+        raise ValueError(f"`teacher` applies to the distill objective only; objective {objective!r}.")
+    if objective == "distill":
+        labels = teacher_targets(teacher, columns[0], encoder)
+        run_info = {**(run_info or {}), "teacher_embeddings_sha256": array_sha256(labels)}
+    seed_everything(seed)  # the new head's initial weights
+    model = build_model(objective, encoder, {**model_kwargs, **extra})
+    seed_everything(seed, model)  # and the dropout of the encoder, built earlier
+    dataset = siamese_dataset(
+        columns,
+        labels,
+        encoder.preprocessor,
+        model.active_roles,
+        batch_size=batch_size,
+        seed=seed,
+        label_dtype=LABEL_DTYPES.get(objective, "float32"),
+        objective=objective,
+        batching=batching,
+    )
+    # Bucketing leaves at most one partial batch per bucket, so an epoch has
+    # at most this many steps; the schedule ends (lr 0) just after the last.
+    steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
+    loss = objective_loss(objective)
+    replicas_in_sync = tf.distribute.get_strategy().num_replicas_in_sync
+    if clipnorm and replicas_in_sync > 1:
+        # Keras clips each replica's gradients before they are summed: not the global norm of one process.
+        raise ValueError(
+            f"`clipnorm={clipnorm}` under a strategy with {replicas_in_sync} replicas: Keras would clip each "
+            "replica's gradients before summing them, not the global gradient; pass clipnorm=None "
+            "(`--clip-norm 0`)."
+        )
+    if tf.distribute.has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
+        dataset = distributed.shard_by_data(dataset)
+        loss = replicas.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)
+    optimizer = paper_optimizer(epochs * steps, learning_rate, warmup_fraction, weight_decay, clipnorm)
+    model.compile(optimizer=optimizer, loss=loss)
+    distributed.prepare_model(model)
+    all_callbacks = [] if dev is None else [dev_callback(objective, model, dev)]
+    backup = None
+    fits = [(dataset, epochs)]
+    if output_dir is not None:
+        fingerprint = run_fingerprint(
+            objective,
+            encoder,
+            train,
+            dev,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            warmup_fraction=warmup_fraction,
+            seed=seed,
+            sts_mapping=sts_mapping,
+            batching=batching,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
+            model_kwargs=model_kwargs,
+            **(run_info or {}),
+        )
+        backup = RunBackup(os.path.join(output_dir, "backup"), fingerprint, save_freq, overwrite)
+        state = backup.state()
+        if state and state["steps_done"] and state["epoch"] < epochs:
+            # Resume mid-epoch: first the rest of that epoch, then the others.
+            backup.steps_done = state["steps_done"]
+            fits.insert(0, (dataset.skip(state["steps_done"]), state["epoch"] + 1))
+        all_callbacks.append(backup)  # after the dev metrics, which it records.
+    all_callbacks.extend(callbacks)
+    with warnings.catch_warnings():
+        # The bucketed dataset has no known length: Keras notices the end of
+        # the first epoch and says so; that is expected here.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        for fit_data, fit_epochs in fits:
+            history = model.fit(fit_data, epochs=fit_epochs, callbacks=all_callbacks, verbose=verbose, shuffle=False)
+    model._initial_epoch = None  # Keras would start a later `fit` at the restored epoch.
+    if backup is not None:
+        history.history = backup.history
+        history.epoch = list(range(len(next(iter(backup.history.values()), []))))
+        if not keep_backup:
+            backup.delete()
+    return model, history

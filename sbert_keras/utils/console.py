@@ -1,0 +1,129 @@
+"""A clean console for the entry points (the CLI, the demo, the notebooks).
+
+TensorFlow 2.21 writes C++ log lines while its shared libraries load
+(`oneDNN custom operations are on`, `Could not find cuda drivers`, each
+twice, after `WARNING: All log messages before absl::InitializeLog() ...`)
+one more when it first looks for devices (`E0000 ... failed call to
+cuInit` on a machine without a GPU), and one when the first graph runs an
+op that oneDNN does not take in some dtype (`E0000 ... oneDNN supports
+DT_INT64 only on platforms with AVX-512. Falling back to ... Eigen`, logged
+once per process, on AVX-512 CPUs too). A new user reads them as failures.
+
+No environment variable silences the load-time lines: they are logged by
+absl before TensorFlow reads `TF_CPP_MIN_LOG_LEVEL`. Measured on TF 2.21:
+`TF_CPP_MIN_LOG_LEVEL=2` (set before the import) hides `cpu_feature_guard`;
+`=3` also hides the cuInit error (and every later C++ error, so it is not
+used); `ABSL_MIN_LOG_LEVEL`, `GLOG_minloglevel` and `CUDA_VISIBLE_DEVICES`
+hide none of the load-time lines. Neither TensorFlow, Keras nor absl offers
+a switch for them, hence this module: `quiet_tensorflow` sets
+`TF_CPP_MIN_LOG_LEVEL=2` unless the user set it, and sends file descriptor 2
+to a temporary file only while TensorFlow is imported and lists its devices.
+It also runs one tiny graph there, so that the once-per-process oneDNN
+notice comes while captured. It then writes back every captured line except
+TensorFlow's known start-up notices (`is_startup_notice`); if the import
+fails, everything captured is written back before the error propagates.
+Later lines, errors included, are never touched.
+
+Library code never calls this: `import sbert_keras` leaves the user's
+logging settings alone.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+# absl's C++ log prefix: severity letter, MMDD, time, thread id, file:line].
+_TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
+# ERROR-level start-up lines that only say "no GPU here".
+_BENIGN_ERRORS = (
+    "cuInit",
+    "Unable to register cuDNN",
+    "Unable to register cuFFT",
+    "Unable to register cuBLAS",
+    "only on platforms with AVX-512",
+)
+_NOTICES = (
+    "WARNING: All log messages before absl::InitializeLog() is called",
+    "To enable the following instructions:",
+)
+
+
+def is_startup_notice(line):
+    """Whether `line` is one of TensorFlow's harmless start-up log lines.
+
+    INFO and WARNING lines in absl's C++ format, ERROR lines about a missing
+    CUDA driver, and the two absl/cpu-feature notices. Any other line (a
+    Python warning, a real C++ error) is not.
+
+    Args:
+        line: str. One line of stderr output.
+
+    Example:
+    ```python
+    assert is_startup_notice("I0000 00:00:1795425248.194190    4760 "
+                             "port.cc:153] oneDNN custom operations are on.")
+    assert not is_startup_notice("ValueError: bad input")
+    ```
+    """
+    if line.startswith(_NOTICES):
+        return True
+    if not _TF_LOG_LINE.match(line):
+        return False
+    return line[0] in "IW" or any(text in line for text in _BENIGN_ERRORS)
+
+
+def _filtered(text):
+    return "".join(line for line in text.splitlines(True) if not is_startup_notice(line))
+
+
+def quiet_tensorflow():
+    """Imports TensorFlow without its start-up log lines; call before any import of it.
+
+    Sets `TF_CPP_MIN_LOG_LEVEL=2` unless already set (the user's value
+    wins). Does nothing more if TensorFlow is already imported or stderr has
+    no file descriptor. It runs one op, so TensorFlow's runtime is
+    initialised afterwards (`tf.config.set_visible_devices` and memory
+    growth can no longer be changed): for entry points, not libraries.
+
+    Example:
+    ```python
+    from sbert_keras.utils import console
+    console.quiet_tensorflow()  # first thing in an entry point
+    ```
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if "tensorflow" in sys.modules:
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        saved = None
+    if saved is None:
+        import tensorflow  # noqa: F401  (the point of this function)
+
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        failed = True
+        try:
+            # Imported here, not at the top: the environment and the
+            # redirection must be in place first.
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # the cuInit line comes here
+            # The first graph holding an op that oneDNN does not take in some
+            # dtype logs, once per process, "E... oneDNN supports DT_BOOL only
+            # on platforms with AVX-512. Falling back to ... Eigen" (even on
+            # AVX-512 CPUs). Let it come now, while captured.
+            tf.function(tf.transpose)(tf.zeros([2, 3], tf.bool))
+            failed = False
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode("utf-8", errors="replace")
+            sys.stderr.write(text if failed else _filtered(text))
+            sys.stderr.flush()
