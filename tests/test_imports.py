@@ -142,7 +142,11 @@ def _literal_import_module(node):
 
 
 class _Scanner(ast.NodeVisitor):
-    """Collects `(line, written module, in_function)` for every import in a tree."""
+    """Collects `(line, module as written, in_function[, base])` for every import in a tree.
+
+    `base` (for `from base import name` only) is what the import means when
+    `base.name` is not a module but a name defined in `base`.
+    """
 
     def __init__(self, source, modules):
         self.source = source
@@ -197,7 +201,7 @@ def scan(package_dir):
                 continue
             old = next((o for o in moved if written == o or written.startswith(o + ".")), None)
             target = moved[old] + written[len(old) :] if old else written
-            while target not in modules and "." in target:  # `import pkg.mod.attr` style leftovers
+            while target not in modules and "." in target:  # no such module: its closest existing parent
                 target = target.rpartition(".")[0]
             imports.append(Import(path, line, source, target, in_function, old))
     return imports
@@ -402,7 +406,9 @@ def test_the_checker_passes_a_layered_package(tmp_path):
 
 def test_the_checker_names_upward_and_sibling_imports(tmp_path):
     files = dict(LAYERED)
-    files["model/pooling.py"] = "from sbert_keras.utils import defaults\nfrom sbert_keras import encoder\n"
+    files["model/pooling.py"] = (
+        "from sbert_keras.utils import defaults\nfrom sbert_keras import encoder\nfrom ..runtime import engine\n"
+    )
     files["data/readers.py"] = "\n\nfrom sbert_keras.model.pooling import Pool\n"
     files["utils/defaults.py"] = "import importlib\nimportlib.import_module('sbert_keras.cli.main')\n"
     files["runtime/engine.py"] = "from sbert_keras import Encoder\n"
@@ -410,6 +416,7 @@ def test_the_checker_names_upward_and_sibling_imports(tmp_path):
     assert layer_violations(package) == [
         "sbert_keras/data/readers.py:3 imports sbert_keras.model.pooling (layer data -> layer model: sibling)",
         "sbert_keras/model/pooling.py:2 imports sbert_keras.encoder (layer model -> layer facade: upward)",
+        "sbert_keras/model/pooling.py:3 imports sbert_keras.runtime.engine (layer model -> layer runtime: upward)",
         "sbert_keras/runtime/engine.py:1 imports sbert_keras (layer runtime -> layer the package root: "
         "the package root imports everything)",
         "sbert_keras/utils/defaults.py:2 imports sbert_keras.cli.main (layer utils -> layer cli: upward)",
