@@ -148,6 +148,7 @@ def on_host():
     The engine and its routes read the machine only through the `Host` they
     are given (`sbert_keras.utils.hardware.Host`); returns the new engine.
     """
+
     def install(encoder, cpu_flags=(), gpu=False):
         encoder._inference_cache.engine = InferenceEngine(encoder, host=Host(cpu_flags, gpu))
         return encoder.engine

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_encoder
+from sbert_keras.compat import keras as keras_compat
 from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
@@ -117,7 +118,7 @@ def test_keras_int8_dense_weights_are_read_exactly():
     layer.set_weights([kernel, bias])
     layer.quantize("int8")
     q, kernel_range = int8_quantize.keras_int8_kernel(layer)
-    np.testing.assert_array_equal(q, keras.ops.convert_to_numpy(layer._kernel))
+    np.testing.assert_array_equal(q, keras.ops.convert_to_numpy(keras_compat.int8_kernel(layer)))
     dequantized = q.astype("float32") * kernel_range / 127.0
     np.testing.assert_allclose(dequantized, kernel, atol=np.abs(kernel).max() / 100)
     # Per-row ("token") activation scales are what Keras's int8 layer uses.
