@@ -99,6 +99,7 @@ class Route:
 
     @property
     def encoder(self):
+        """The `SentenceEncoder` it runs."""
         return self.graphs.encoder
 
     def eligible(self, precision, size):
