@@ -5,16 +5,23 @@ its `sbert_keras.runtime.engine.InferenceEngine` (created on first use) and keep
 that engine in step with the weights (`load_weights`, `quantize`); its base
 `RawTextMixin` sends text given to `predict` or `encoder(...)` to `encode`.
 The model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
+
+`encode` reads top to bottom: the texts are checked and the prompt
+prepended here; the engine selects a runner and runs it (one call for a
+few texts, length-sorted batches otherwise); the truncation is reported and
+the vectors cut to `truncate_dim` and normalised (`runtime.batching.finish`).
 """
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.model.preprocessor import check_texts
 from sbert_keras.model.prompts import check_truncate_dim
 from sbert_keras.runtime import batching
 from sbert_keras.runtime.engine import InferenceEngine
+from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
 
 
@@ -125,7 +132,7 @@ class EncodingMixin(RawTextMixin):
         seconds = encoder.warmup()  # then encoder.encode("query") is fast
         ```
         """
-        return batching.warmup(self.engine, precision, verbose)
+        return self.engine.warmup(precision, verbose)
 
     def load_weights(self, *args, **kwargs):
         result = super().load_weights(*args, **kwargs)
@@ -140,7 +147,7 @@ class EncodingMixin(RawTextMixin):
         """
         skip = set()
         if self.preprocessor is not None:
-            skip = {id(layer) for layer in self.preprocessor._flatten_layers()}
+            skip = {id(layer) for layer in flatten_layers(self.preprocessor)}
         if filters is None or callable(filters):
             user_filter = filters
 
@@ -210,16 +217,18 @@ class EncodingMixin(RawTextMixin):
         """
         if is_single_text(texts) and not isinstance(texts, str):
             texts = check_texts(texts)[0]  # a str, so that one vector comes back
-        return batching.encode_texts(
-            self.engine,
-            texts,
-            batch_size,
-            normalize,
-            show_progress,
-            precision,
-            prompt=self.resolve_prompt(prompt, prompt_name),
-            truncate_dim=check_truncate_dim(truncate_dim, self.embedding_dim),
-        )
+        prompt = self.resolve_prompt(prompt, prompt_name)
+        truncate_dim = check_truncate_dim(truncate_dim, self.embedding_dim)
+        single = isinstance(texts, (str, bytes))
+        batch_size = check_positive_int(batch_size, "batch_size")
+        texts = check_texts(texts)
+        if prompt:
+            texts = [prompt + text for text in texts]
+        pooled, num_truncated = self.engine.encode(texts, batch_size, show_progress, precision)
+        if texts:
+            batching.report_truncation(self, num_truncated, len(texts))
+        out = batching.finish(pooled, truncate_dim, self.normalize if normalize is None else normalize)
+        return out[0] if single else out
 
 
 def holds_strings(x):

@@ -16,6 +16,8 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 
 import sbert_keras  # noqa: E402
+from sbert_keras.runtime.engine import InferenceEngine  # noqa: E402
+from sbert_keras.utils.hardware import Host  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -137,3 +139,18 @@ def _restore_dtype_policy():
     previous = keras.config.dtype_policy()
     yield
     keras.config.set_dtype_policy(previous)
+
+
+@pytest.fixture
+def on_host():
+    """`on_host(encoder, cpu_flags=..., gpu=...)`: gives `encoder` an inference engine on that faked host.
+
+    The engine and its routes read the machine only through the `Host` they
+    are given (`sbert_keras.utils.hardware.Host`); returns the new engine.
+    """
+
+    def install(encoder, cpu_flags=(), gpu=False):
+        encoder._inference_cache.engine = InferenceEngine(encoder, host=Host(cpu_flags, gpu))
+        return encoder.engine
+
+    return install

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import tiny_encoder
 from sbert_keras.runtime import cold_start
-from sbert_keras.runtime import engine as inference
+from sbert_keras.runtime import self_check
 
 TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa"]
 
@@ -29,7 +29,7 @@ def test_warmup_does_the_first_use_work_ahead(capsys):
     seconds = encoder.warmup("float32")
     assert seconds > 0 and "ready in" in capsys.readouterr().err
     assert encoder.engine.check("float32") is not None and "float32" in encoder.engine.prepared
-    assert encoder.engine.small_query.verdict is not None  # the single-query path was checked
+    assert encoder.engine.verdicts.get("XLA single-query", "float32") is not None  # the single-query path was checked
     single = encoder.encode(TEXTS[0], precision="float32")
     assert capsys.readouterr().err == ""
     np.testing.assert_allclose(single, encoder.encode(TEXTS, precision="float32")[0], atol=1e-5)
@@ -46,7 +46,7 @@ def test_verdicts_are_reused_by_a_later_encoder_with_the_same_weights(tmp_path, 
     def no_probe(*args, **kwargs):
         raise AssertionError("the self-check ran again")
 
-    monkeypatch.setattr(inference, "probe_check", no_probe)
+    monkeypatch.setattr(self_check, "probe_check", no_probe)
     again = tiny_encoder(seed=4)  # a new process would build the same model
     np.testing.assert_allclose(again.encode(TEXTS, precision="float32"), expected, atol=1e-6)
     assert again.engine.plan("float32") == ("fused", "float32")

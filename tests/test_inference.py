@@ -16,7 +16,9 @@ from sbert_keras import SentenceEncoderPreprocessor
 from sbert_keras.compat import keras_hub as kerashub_adapter
 from sbert_keras.runtime import engine as inference
 from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime.routes.fused import FusedRoute
 from sbert_keras.utils import hardware
+from sbert_keras.utils.hardware import Host
 
 # "東京 😀" is out of the toy vocabularies (the toy BPE maps it to id -1).
 TEXTS = [
@@ -84,7 +86,7 @@ def test_no_retracing_across_batch_sizes_and_lengths():
             encoder.encode(texts, batch_size=batch_size, precision="float32")
     # One trace each of the fused graph, the float32 Keras reference and the
     # XLA single-query graph (compiled per padded shape, not retraced).
-    assert encoder.engine.small_query.verdict is True
+    assert encoder.engine.verdicts.get("XLA single-query", "float32") is True
     assert encoder.engine.trace_count == 3
     encoder.backbone.transformer_layers[1].trainable_weights[0].assign_add(
         np.ones(encoder.backbone.transformer_layers[1].trainable_weights[0].shape, "float32")
@@ -107,28 +109,92 @@ def test_bfloat16_path_is_close_to_float32():
 def test_a_wrong_fused_graph_warns_and_falls_back(monkeypatch):
     encoder = tiny_encoder(normalize=True)
     original = fused.dense
-    monkeypatch.setattr(fused, "dense", lambda x, w, activation=None: original(x, w, activation) * 1.01)
+    monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 1.01)
     with pytest.warns(UserWarning, match=r"float32 diverges.*max \|diff\|"):
         out = encoder.encode(TEXTS, precision="float32")
     np.testing.assert_allclose(out, keras_graph(encoder, TEXTS), atol=1e-6)
-    monkeypatch.setattr(fused, "dense", lambda x, w, activation=None: original(x, w, activation) * 50.0)
+    monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 50.0)
     with pytest.warns(UserWarning, match=r"bfloat16 diverges.*min cosine"):
         low = encoder.encode(TEXTS, precision="bfloat16")
     assert min_cosine(low, keras_graph(encoder, TEXTS)) > 0.99
 
 
-def test_auto_precision_follows_the_cpu(monkeypatch):
-    monkeypatch.setattr(hardware, "has_gpu", lambda: False)
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
-    assert inference.resolve_precision("auto") == "float32"
+def test_auto_precision_follows_the_host(on_host):
+    assert inference.resolve_precision("auto", Host({"avx2", "fma"})) == "float32"
     encoder = tiny_encoder()
+    on_host(encoder, cpu_flags={"avx2", "fma"})
     np.testing.assert_allclose(encoder.encode(TEXTS), encoder.encode(TEXTS, precision="float32"), atol=0)
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
-    assert inference.resolve_precision(None) == "bfloat16"
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"amx_bf16"}))
-    assert inference.resolve_precision("auto") == "bfloat16"
-    monkeypatch.setattr(hardware, "has_gpu", lambda: True)
-    assert inference.resolve_precision("auto") == "float16"
+    assert inference.resolve_precision(None, Host({"avx512_bf16"})) == "bfloat16"
+    assert inference.resolve_precision("auto", Host({"amx_bf16"})) == "bfloat16"
+    assert inference.resolve_precision("auto", Host({"amx_bf16"}, gpu=True)) == "float16"
+
+
+def test_the_module_functions_answer_for_the_current_host(monkeypatch):
+    # Callers outside the engine (the precision vocabulary) ask `hardware` directly.
+    monkeypatch.setattr(hardware, "has_gpu", lambda: False)
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx512_bf16", "avx512_vnni"}))
+    assert hardware.current_host() == Host({"avx512_bf16", "avx512_vnni"})
+    assert hardware.has_bf16() and hardware.has_int8() and hardware.auto_precision() == "bfloat16"
+
+
+def test_an_avx2_host_never_picks_xnnpack_or_bfloat16(on_host):
+    encoder = tiny_encoder()
+    engine = on_host(encoder, cpu_flags={"avx2", "fma"})
+    assert engine.route("auto") == ("fused", "float32")
+    assert engine.route("int8")[0] != "xnnpack"  # no VNNI: the oneDNN int8 route (dequantized) serves
+    assert engine.select("auto", "one")[0].kind == "xla"  # one short text: XLA float32
+    assert engine.verdicts.get("XNNPACK int8", "int8") is None  # never checked
+
+
+def test_a_gpu_host_picks_float16_and_neither_xnnpack_nor_xla(on_host):
+    encoder = tiny_encoder()
+    engine = on_host(encoder, cpu_flags={"avx2", "avx512_vnni", "avx512_bf16"}, gpu=True)
+    assert engine.route("auto") == ("fused", "float16")
+    assert engine.select("auto", "one")[0].kind == "fused"
+    assert engine.select("int8", "batch")[0].kind != "xnnpack"
+    assert engine.verdicts.get("XLA single-query", "float32") is None
+    assert engine.verdicts.get("XNNPACK int8", "int8") is None
+
+
+def test_a_failing_route_falls_back_with_one_warning_and_is_not_checked_again(on_host, monkeypatch):
+    encoder = tiny_encoder()
+    engine = on_host(encoder, cpu_flags={"avx2", "avx512_bf16"})
+    calls = []
+
+    def failing(self, precision):
+        calls.append(precision)
+        warnings.warn("fused graph failed its check", UserWarning, stacklevel=1)
+        return False
+
+    monkeypatch.setattr(FusedRoute, "check", failing)
+    with pytest.warns(UserWarning, match="failed its check") as caught:
+        out = encoder.encode(TEXTS)  # auto: bfloat16 fails, then float32 fails: the Keras graph
+        encoder.encode(TEXTS[:1])
+        encoder.encode(TEXTS, precision="bfloat16")
+    assert len([w for w in caught if "failed its check" in str(w.message)]) == 2  # one per precision
+    assert sorted(calls) == ["bfloat16", "float32"]
+    assert engine.route("auto") == ("keras", "float32")
+    np.testing.assert_allclose(out, keras_graph(encoder, TEXTS), atol=1e-6)
+
+
+def test_a_query_that_finds_stale_weights_refreshes_them_once():
+    encoder = tiny_encoder()
+    engine = encoder.engine
+    before = encoder.encode(TEXTS[:2], precision="float32")
+    runner = engine.runner_for("float32", "few")
+    calls = []
+    query = runner.query
+
+    def stale_once(texts):
+        calls.append(texts)
+        pooled, num_truncated, _ = query(texts)
+        return pooled, num_truncated, len(calls) == 1  # the first call reports changed weights
+
+    runner.query = stale_once
+    refreshed = []
+    runner.refresh = lambda: refreshed.append(True)
+    np.testing.assert_allclose(encoder.encode(TEXTS[:2], precision="float32"), before, atol=1e-6)
+    assert len(calls) == 2 and refreshed == [True]  # one refresh, one retry
 
 
 def test_other_backbones_use_the_keras_graph():

@@ -11,11 +11,13 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_encoder
+from sbert_keras.compat import keras as keras_compat
 from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
 from sbert_keras.utils import hardware
+from sbert_keras.utils.hardware import Host
 
 RNG = np.random.default_rng(0)
 
@@ -40,18 +42,18 @@ def data(rows=40, fan_in=64, units=48, outlier=None):
     return x, kernel, bias
 
 
-def run(x, weights, activation=None):
-    # A fresh tf.function: the CPU gate is read when the graph is traced.
-    return tf.function(lambda t: int8.int8_dense(t, weights, activation))(tf.constant(x)).numpy()
+def run(x, weights, activation=None, policy=None):
+    # A fresh tf.function: the matmul policy (default: this host's) is fixed when the graph is traced.
+    return tf.function(lambda t: int8.int8_dense(t, weights, activation, policy))(tf.constant(x)).numpy()
 
 
 def relative_error(y, reference):
     return float(np.abs(y - reference).max() / np.abs(reference).max())
 
 
-def uses_int8_op(weights, x):
+def uses_int8_op(weights, x, policy=None):
     graph = (
-        tf.function(lambda t: int8.int8_dense(t, weights))
+        tf.function(lambda t: int8.int8_dense(t, weights, policy=policy))
         .get_concrete_function(tf.TensorSpec(x.shape, tf.float32))
         .graph
     )
@@ -116,7 +118,7 @@ def test_keras_int8_dense_weights_are_read_exactly():
     layer.set_weights([kernel, bias])
     layer.quantize("int8")
     q, kernel_range = int8_quantize.keras_int8_kernel(layer)
-    np.testing.assert_array_equal(q, keras.ops.convert_to_numpy(layer._kernel))
+    np.testing.assert_array_equal(q, keras.ops.convert_to_numpy(keras_compat.int8_kernel(layer)))
     dequantized = q.astype("float32") * kernel_range / 127.0
     np.testing.assert_allclose(dequantized, kernel, atol=np.abs(kernel).max() / 100)
     # Per-row ("token") activation scales are what Keras's int8 layer uses.
@@ -155,10 +157,12 @@ def test_static_mode_needs_calibration():
 
 
 @pytest.mark.parametrize("flags", [{"avx2", "fma"}, {"avx2", "avx512_bf16"}])
-def test_cpu_without_vnni_falls_back_to_float(monkeypatch, flags):
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: set(flags))
-    assert not int8.int8_matmul_available()
-    assert int8.fallback_dtype() == ("bfloat16" if "avx512_bf16" in flags else "float32")
+def test_cpu_without_vnni_falls_back_to_float(flags):
+    host = Host(flags)
+    assert not int8.int8_matmul_available(host)
+    assert int8.fallback_dtype(host) == ("bfloat16" if "avx512_bf16" in flags else "float32")
+    policy = int8.MatmulPolicy.for_host(host)
+    assert not policy.int8_op and policy.warn
     pre, kernel, bias = data()
     x = keras.activations.gelu(pre).numpy()
     for weights in (
@@ -168,8 +172,8 @@ def test_cpu_without_vnni_falls_back_to_float(monkeypatch, flags):
         ),
     ):
         with pytest.warns(UserWarning, match="dequantized"):
-            assert not uses_int8_op(weights, x)
-        assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
+            assert not uses_int8_op(weights, x, policy)
+        assert relative_error(run(x, weights, policy=policy), x @ kernel + bias) < 0.02
 
 
 def vpmaddubsw_dense(x, weights, activation=None):
@@ -194,12 +198,13 @@ def test_kernel_probe_detects_saturating_int16_sums():
 
 
 def test_an_inexact_int8_kernel_closes_the_gate(monkeypatch):
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "avx512_vnni"})
+    host = Host({"avx2", "avx512_vnni"})
     monkeypatch.setattr(int8, "_kernel_exact", lambda: False)
-    assert not int8.int8_matmul_available()
+    assert not int8.int8_matmul_available(host)
     _, kernel, bias = data()
     with pytest.warns(UserWarning, match="saturating int16"):
-        assert not uses_int8_op(int8_quantize.quantize_dense(kernel, bias), data()[0])
+        policy = int8.MatmulPolicy.for_host(host)
+        assert not uses_int8_op(int8_quantize.quantize_dense(kernel, bias), data()[0], policy)
 
 
 @pytest.mark.skipif(not int8.int8_matmul_available(), reason="needs a CPU with exact int8 matmuls (VNNI/AMX)")
@@ -213,12 +218,12 @@ def test_onednn_without_vnni_is_refused_in_a_fresh_process():
     assert result.stdout.strip().splitlines()[-1] == "False"
 
 
-def test_dequantized_matmuls_trace_no_int8_op():
+def test_a_dequantized_policy_traces_no_int8_op():
     x, kernel, bias = data()
     weights = int8_quantize.quantize_dense(kernel, bias)
-    with int8.dequantized_matmuls("float32"):
-        assert not uses_int8_op(weights, x)
-        assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
+    policy = int8.MatmulPolicy.dequantized("float32")
+    assert not uses_int8_op(weights, x, policy)
+    assert relative_error(run(x, weights, policy=policy), x @ kernel + bias) < 0.02
     assert uses_int8_op(weights, x) == int8.int8_matmul_available()
 
 
@@ -324,7 +329,7 @@ def int8_ops(encoder):
     The most in one function body: the forward pass may sit in the branches
     of a `tf.cond` (one per LayerNorm kernel), each a whole pass.
     """
-    graph_def = encoder.engine.fused_function("int8").get_concrete_function().graph.as_graph_def()
+    graph_def = encoder.engine.graphs.fused_function("int8").get_concrete_function().graph.as_graph_def()
     bodies = [graph_def.node] + [function.node_def for function in graph_def.library.function]
     return max(sum(node.op == int8.QUANTIZED_MATMUL_OP for node in body) for body in bodies)
 
@@ -357,9 +362,9 @@ def test_int8_graph_follows_new_weights():
     np.testing.assert_allclose(encoder.encode(TEXTS, precision="int8"), expected, atol=1e-3)
     assert min_cosine(before, expected) < 0.9  # the weights did change
     assert encoder.engine.trace_count == traces + 1  # one new int8 trace, the stale one dropped
-    assert sum(key[:2] == ("fused", "int8") for key in encoder.engine._functions) == 1
+    assert sum(key[:2] == ("fused", "int8") for key in encoder.engine.graphs.functions) == 1
     if int8.int8_matmul_available():
-        graph = encoder.engine.fused_function("int8").get_concrete_function().graph.as_graph_def()
+        graph = encoder.engine.graphs.fused_function("int8").get_concrete_function().graph.as_graph_def()
         nodes = [n for f in graph.library.function for n in f.node_def if n.op == int8.QUANTIZED_MATMUL_OP]
         assert nodes and all(n.attr["is_weight_const"].b for n in nodes)
 
@@ -380,7 +385,7 @@ def test_diverging_int8_graph_falls_back_with_a_warning(monkeypatch):
     encoder = tiny_encoder()
     reference = encoder.encode(TEXTS, precision="float32")
 
-    def wrong(x, weights, activation=None):  # large noise instead of the matmul
+    def wrong(x, weights, activation=None, policy=None):  # large noise instead of the matmul
         return 100.0 * tf.random.stateless_normal([tf.shape(x)[0], weights.bias.shape[0]], [1, 2])
 
     monkeypatch.setattr(int8, "int8_dense", wrong)
@@ -395,28 +400,27 @@ def matmul_dtypes(graph_def):
     return {tf.as_dtype(n.attr["T"].type) for body in bodies for n in body if n.op == "MatMul"}
 
 
-def test_int8_without_vnni_falls_back_to_float_matmuls(monkeypatch):
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "fma"})
+def test_int8_without_vnni_falls_back_to_float_matmuls(on_host):
     encoder = tiny_encoder()
+    on_host(encoder, cpu_flags={"avx2", "fma"})
     reference = encoder.encode(TEXTS, precision="float32")
     with pytest.warns(UserWarning, match="dequantized"):
         out = encoder.encode(TEXTS, precision="int8")
     assert int8_ops(encoder) == 0
     assert min_cosine(out, reference) > 0.999
     # No bf16 matmul either (the recipe's bf16 feed-forward output): TensorFlow's is slow without AVX512-BF16.
-    graph = encoder.engine.fused_function("int8").get_concrete_function().graph.as_graph_def()
+    graph = encoder.engine.graphs.fused_function("int8").get_concrete_function().graph.as_graph_def()
     assert matmul_dtypes(graph) == {tf.float32}
 
 
-def test_int8_float_branch_runs_every_matmul_in_float32(monkeypatch):
+def test_int8_float_branch_runs_every_matmul_in_float32(on_host):
     # The float branch of an int8 SavedModel serves on hosts without VNNI,
     # which may lack bf16 too: the recipe's bf16 role runs in float32 there.
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
     encoder = tiny_encoder()
-    weights = encoder.engine.fused_weights("int8")
+    weights = on_host(encoder, cpu_flags={"avx2", "avx512_bf16"}).fused_weights("int8")
     assert weights.values().blocks[0].output.kernel.dtype == tf.bfloat16
     spec = tf.TensorSpec([None, None], tf.int32)
-    with int8.dequantized_matmuls("float32"):
-        forward = tf.function(fused.build_forward(encoder, weights))
-        graph = forward.get_concrete_function(spec, spec).graph.as_graph_def()
+    policy = int8.MatmulPolicy.dequantized("float32")
+    forward = tf.function(fused.build_forward(encoder, weights, matmul_policy=policy))
+    graph = forward.get_concrete_function(spec, spec).graph.as_graph_def()
     assert matmul_dtypes(graph) == {tf.float32}

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_encoder
+from sbert_keras.compat import tensorflow as tf_compat
 from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
 
 pytestmark = pytest.mark.skipif(not onednn.layer_norm_available(), reason="no _MklLayerNorm in this TensorFlow")
@@ -41,3 +42,8 @@ def test_large_and_small_batches_agree():
     large = encoder.encode(texts, batch_size=90, precision="float32")  # fused LayerNorm
     small = encoder.encode(texts, batch_size=2, precision="float32")  # composite LayerNorm
     np.testing.assert_allclose(large, small, atol=1e-5)
+
+
+def test_the_tensorflow_compat_layer_asks_the_op_registry():
+    assert tf_compat.op_registered(onednn.LAYER_NORM_OP)  # what `layer_norm_available` builds on
+    assert not tf_compat.op_registered("NoSuchOpAnywhere")

@@ -10,6 +10,7 @@ from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime.routes import xla_query as small_query
 
 SHORT = "a man is playing guitar"
+XLA = small_query.XlaQueryRoute.name
 
 
 def test_one_short_text_takes_the_compiled_graph_and_matches_float32():
@@ -18,14 +19,14 @@ def test_one_short_text_takes_the_compiled_graph_and_matches_float32():
     for precision in ("float32", "bfloat16", "auto"):
         single = encoder.encode([SHORT], precision=precision)
         np.testing.assert_allclose(single[0], batch[0], atol=1e-5)  # float32 even when batches run bfloat16
-    assert encoder.engine.small_query.verdict is True
-    assert ("xla", "float32") in encoder.engine._functions
+    assert encoder.engine.verdicts.get(XLA, "float32") is True
+    assert ("xla", "float32") in encoder.engine.graphs.functions
 
 
 def test_long_or_several_texts_take_the_usual_graph():
     encoder = tiny_encoder(sequence_length=64)
     encoder.encode([SHORT, SHORT], precision="float32")
-    assert encoder.engine.small_query.verdict is None  # never asked: no single short text yet
+    assert encoder.engine.verdicts.get(XLA, "float32") is None  # never asked: no single short text yet
     long_text = "the cat " * 40
     assert int(encoder.preprocessor.tokenize([long_text])[0].row_lengths()[0]) > small_query.MAX_TOKENS
     alone = encoder.encode([long_text], precision="float32")
@@ -46,16 +47,16 @@ def test_follows_changed_weights():
 def test_a_wrong_compiled_graph_warns_and_is_not_used(monkeypatch):
     encoder = tiny_encoder()
     reference = encoder.encode([SHORT, "a dog"], precision="float32")[0]
-    compiled = small_query.SmallQuery.compiled
+    compiled = small_query.XlaQueryRoute.compiled
 
     def corrupted(self):
         run = compiled(self)
         return lambda token_ids, mask: run(token_ids, mask) + 0.5
 
-    monkeypatch.setattr(small_query.SmallQuery, "compiled", corrupted)
+    monkeypatch.setattr(small_query.XlaQueryRoute, "compiled", corrupted)
     with pytest.warns(UserWarning, match="single-query graph .* diverges"):
         out = encoder.encode([SHORT], precision="float32")
-    assert encoder.engine.small_query.verdict is False
+    assert encoder.engine.verdicts.get(XLA, "float32") is False
     np.testing.assert_allclose(out[0], reference, atol=1e-5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -1,7 +1,7 @@
 """Tests of `sbert_keras.runtime.routes.xnnpack_int8`: int8 `encode` through TFLite's XNNPACK, checked and refreshed.
 
 XNNPACK computes the same int8 arithmetic on any x86-64 CPU (VNNI only makes
-it faster), so the route is tested on every machine by reporting VNNI.
+it faster), so the route is tested on every machine on a `Host` that reports VNNI.
 """
 
 import threading
@@ -12,15 +12,28 @@ import pytest
 
 from conftest import tiny_encoder
 from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
-from sbert_keras.utils import hardware
 
 TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen", "red car fast", "the dog runs"]
 
 
+VNNI = frozenset({"avx2", "avx512_vnni"})
+
+
 @pytest.fixture(autouse=True)
-def vnni(monkeypatch):
+def enabled(monkeypatch):
     monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
+
+
+@pytest.fixture
+def vnni_encoder(on_host):
+    """`vnni_encoder(**tiny_encoder_kwargs)`: a tiny encoder whose engine runs on a host with VNNI."""
+
+    def make(flags=VNNI, **kwargs):
+        encoder = tiny_encoder(**kwargs)
+        on_host(encoder, cpu_flags=flags)
+        return encoder
+
+    return make
 
 
 def min_cosine(a, b):
@@ -28,8 +41,8 @@ def min_cosine(a, b):
     return float(((a * b).sum(1) / np.maximum(norms, 1e-12)).min())
 
 
-def test_int8_encode_runs_through_xnnpack_close_to_float32():
-    encoder = tiny_encoder()
+def test_int8_encode_runs_through_xnnpack_close_to_float32(vnni_encoder):
+    encoder = vnni_encoder()
     reference = encoder.encode(TEXTS, precision="float32")
     out = encoder.encode(TEXTS, precision="int8", batch_size=2)  # several batches and widths
     assert encoder.engine.route("int8") == ("xnnpack", "int8")
@@ -41,21 +54,21 @@ def test_int8_encode_runs_through_xnnpack_close_to_float32():
     assert encoder.engine.plan("int8")[0] != "xnnpack"
 
 
-def test_xnnpack_follows_new_weights():
-    encoder, fresh = tiny_encoder(seed=1), tiny_encoder(seed=2)
+def test_xnnpack_follows_new_weights(vnni_encoder):
+    encoder, fresh = vnni_encoder(seed=1), vnni_encoder(seed=2)
     before = encoder.encode(TEXTS, precision="int8")
-    version = encoder.engine.xnnpack.runner().version
+    version = encoder.engine.routes["XNNPACK int8"].runner().version
     for variable, value in zip(encoder.backbone.weights, fresh.backbone.weights):
         variable.assign(value)
     expected = fresh.encode(TEXTS, precision="int8")
     np.testing.assert_allclose(encoder.encode(TEXTS[:1], precision="int8"), expected[:1], atol=1e-5)
     np.testing.assert_allclose(encoder.encode(TEXTS, precision="int8"), expected, atol=1e-5)
     assert min_cosine(before, expected) < 0.9  # the weights did change
-    assert encoder.engine.xnnpack.runner().version == version + 1  # converted once more
+    assert encoder.engine.routes["XNNPACK int8"].runner().version == version + 1  # converted once more
 
 
-def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch):
-    encoder = tiny_encoder()
+def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch, vnni_encoder):
+    encoder = vnni_encoder()
     reference = encoder.encode(TEXTS, precision="float32")
 
     def wrong(self, token_ids, padding_mask):
@@ -68,12 +81,12 @@ def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch
     assert min_cosine(out, reference) > 0.99
 
 
-def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch):
+def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch, vnni_encoder):
     def broken(function):
         raise RuntimeError("converter failed on op Foo")
 
     monkeypatch.setattr(xnnpack, "convert", broken)
-    encoder = tiny_encoder()
+    encoder = vnni_encoder()
     reference = encoder.encode(TEXTS, precision="float32")
     with pytest.warns(UserWarning, match="could not convert .* converter failed on op Foo"):
         out = encoder.encode(TEXTS, precision="int8")
@@ -82,22 +95,22 @@ def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch):
 
 
 @pytest.mark.parametrize("flags", [frozenset({"avx2", "fma"}), None])
-def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, flags):
+def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, vnni_encoder, flags):
     if flags is None:
         monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
-    else:
-        monkeypatch.setattr(hardware, "cpu_flags", lambda: flags)
-    encoder = tiny_encoder()
+    encoder = vnni_encoder(flags or VNNI)
     reference = encoder.encode(TEXTS, precision="float32")
     out = encoder.encode(TEXTS, precision="int8")
     assert encoder.engine.route("int8")[0] != "xnnpack"
-    assert encoder.engine.xnnpack._runner is None  # nothing converted
+    assert encoder.engine.routes["XNNPACK int8"].interpreter is None  # nothing converted
+    assert encoder.engine.verdicts.get("XNNPACK int8", "int8") is None  # never checked
     assert min_cosine(out, reference) > 0.99
 
 
-def test_keras_quantized_encoder_runs_xnnpack_by_default():
+def test_keras_quantized_encoder_runs_xnnpack_by_default(on_host):
     encoder = tiny_encoder()
     encoder.quantize("int8")
+    on_host(encoder, cpu_flags=VNNI)  # `quantize` dropped the engine
     keras_int8 = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS), verbose=0))
     out = encoder.encode(TEXTS, normalize=False)
     assert encoder.engine.route("auto") == ("xnnpack", "int8")
@@ -107,10 +120,10 @@ def test_keras_quantized_encoder_runs_xnnpack_by_default():
     np.testing.assert_allclose(encoder.predict(TEXTS), encoder.encode(TEXTS), atol=1e-6)
 
 
-def test_runner_serialises_calls_from_threads():
-    encoder = tiny_encoder()
+def test_runner_serialises_calls_from_threads(vnni_encoder):
+    encoder = vnni_encoder()
     encoder.encode(TEXTS, precision="int8")
-    run = encoder.engine.xnnpack.runner()
+    run = encoder.engine.routes["XNNPACK int8"].runner()
     rng = np.random.default_rng(0)
     batches = []
     for rows, width in [(1, 3), (4, 7), (2, 12), (3, 5)] * 3:

@@ -1,11 +1,21 @@
-"""Inference: one engine, its routes, the kernels they use, batching, and the SavedModel export.
+"""Inference: one engine, its routes, the graphs and kernels they run, batching, and the SavedModel export.
 
-`engine` picks a route for each request and owns the one self-check
-against the float32 Keras graph and the one stale-weights retry; `routes/`
-holds the routes (Keras graph, fused graph, XLA single query, XNNPACK int8),
-`kernels/` the hand-built ops (oneDNN LayerNorm and int8 matmuls, int8
-quantization), `fused_graph` the fused inference graph, `batching` smart
-batching, `cold_start` the first call's status and caches, `weight_writes`
-the knowledge of when derived weights are stale, and `export` the
-SavedModel for TF Serving.
+Read top to bottom, each module importing only those below it:
+
+- `engine`: `InferenceEngine`, per encoder and `hardware.Host`: picks a
+  route once per (precision, size class), owns the one self-check verdict
+  table and the one stale-weights retry, and runs `encode`'s texts;
+- `routes/`: the routes (`base` interface; `keras_graph`, `fused`,
+  `xla_query`, `xnnpack_int8`), each eligible or not for a request, each
+  building a runner with one call for a few texts and one for batches;
+- `graphs`: one encoder's traced forward passes and cast weights;
+- `self_check`: the probe against the float32 Keras graph and `VerdictTable`;
+- `strings_graph`: strings to vectors in one graph call (queries);
+- `batching`: length-sorted batches, the truncation report, the final vectors;
+- `fused_graph`: the fused forward pass and its cached `FusedWeights`;
+- `kernels/`: hand-built ops (oneDNN LayerNorm, oneDNN int8 matmuls and
+  their `MatmulPolicy`, int8 quantization of weights);
+- `cold_start`: the first call's status line and the on-disk caches;
+- `weight_writes`: when derived weights are stale;
+- `export`: the SavedModel for TF Serving (fused or Keras graph, int8 guard).
 """

@@ -75,12 +75,14 @@ def _version(package):
         return "unknown"
 
 
-def model_key(encoder):
-    """A SHA-256 of `encoder`'s weights, architecture, the library versions and the CPU.
+def model_key(encoder, host=None):
+    """A SHA-256 of `encoder`'s weights, architecture, the library versions and the host.
 
     Args:
         encoder: a `SentenceEncoder`.
+        host: a `hardware.Host`, or None for this machine's.
     """
+    host = host or hardware.current_host()
     weights = encoder.weights
     digests = tf.function(lambda: tf.stack([weight_writes.digest(v) for v in weights]))().numpy()
     facts = {
@@ -90,8 +92,8 @@ def model_key(encoder):
         "backbone_config": {k: v for k, v in encoder.backbone.get_config().items() if k != "name"},
         "pooling": encoder.pooling,
         "versions": [tf.__version__, keras.__version__, keras_hub.__version__, _version("sbert_keras")],
-        "cpu": sorted(hardware.cpu_flags()),
-        "gpu": bool(tf.config.list_physical_devices("GPU")),
+        "cpu": sorted(host.cpu_flags),
+        "gpu": host.gpu,
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -102,6 +104,7 @@ class VerdictCache:
     Args:
         encoder: a `SentenceEncoder`. Its key (`model_key`) is computed on
             first use, so an encoder whose paths are never checked pays nothing.
+        host: a `hardware.Host` the verdicts hold for, or None for this machine's.
 
     Example:
     ```python
@@ -111,8 +114,9 @@ class VerdictCache:
     ```
     """
 
-    def __init__(self, encoder):
+    def __init__(self, encoder, host=None):
         self.encoder = encoder
+        self.host = host
         self._path = None
 
     def path(self):
@@ -121,7 +125,7 @@ class VerdictCache:
         if folder is None:
             return None
         if self._path is None:
-            self._path = os.path.join(folder, "verdicts", model_key(self.encoder) + ".json")
+            self._path = os.path.join(folder, "verdicts", model_key(self.encoder, self.host) + ".json")
         return self._path
 
     def _read(self):

@@ -1,345 +1,212 @@
-"""The inference engine behind `encode`, `predict` and the exported SavedModel.
+"""The inference engine behind `encode`, `predict`, queries and the exported SavedModel.
 
 Why this exists: Keras' `predict` pads every text to the full sequence length
-and runs the generic graph; sentence encoding wants smart batching (texts
-sorted by length, each batch padded only to its longest text), one traced
-function for every shape, cached precision copies of the weights, and the
-faster fused graph of `sbert_keras.runtime.fused_graph` where it is proven to compute the
-same thing. Neither Keras nor KerasHub has such an engine, so it is here.
+and runs the generic graph; sentence encoding wants smart batching, one
+traced function for every shape, cached precision copies of the weights and
+the fastest route that is proven to compute what the Keras graph computes.
+Neither Keras nor KerasHub has such an engine, so it is here.
 
-`InferenceEngine` owns, per encoder:
+`InferenceEngine` owns, per encoder and `hardware.Host` (injected; this
+machine's by default):
 
-- the precision choice (`"auto"`: float16 on a GPU, bfloat16 on a CPU with
-  AVX512-BF16 or AMX, float32 otherwise);
-- the runners: the fused graph (weights cast and fused once, refreshed when
-  the source weights change) or the Keras graph (pooled output of the
-  functional model, or of a copy under a mixed policy); for int8 in
-  `encode`, `predict` and queries, the same fused graph converted to TFLite
-  and run by XNNPACK (`sbert_keras.runtime.routes.xnnpack_int8`, `route`), where it passes its
-  own self-check; SavedModels keep TensorFlow graphs (`plan`);
-- the self-check: the first time the fused graph runs for a precision, it is
-  compared with the float32 Keras graph on a probe batch of different
-  lengths (and on that batch repeated, for the large-batch kernels).
-  Beyond the gates (float32: max |diff| <= 1e-5 of the vectors' scale;
-  bfloat16 / float16: min cosine >= 0.999) it warns, naming the
-  model, precision and divergence, and the Keras graph is used instead;
-- the single-query call (`query`); batching and the progress bar live in
-  `sbert_keras.runtime.batching`, which runs over this engine.
+- the routes (`sbert_keras.runtime.routes`: XNNPACK int8, the XLA single
+  query, the fused graph, the Keras graph), tried in that order for a
+  request (`candidates`) and chosen once per (precision, size class)
+  (`select`): the first that is eligible and passes its self-check;
+- the one table of self-check verdicts (`self_check.VerdictTable`, also on
+  disk): each route is checked once against the float32 Keras graph, and a
+  failure warns once and falls back to the next route;
+- the one stale-weights retry (`query`): a query whose graph call finds the
+  weights changed behind Keras' back refreshes them and runs once more;
+- the encode path (`encode`): a few texts in one query call, more in
+  length-sorted batches (`sbert_keras.runtime.batching`) over the runner's
+  batch call. Truncation reports, truncation to `truncate_dim` and the
+  normalisation follow in `sbert_keras.encoding`.
+
+`"auto"` means float16 on a GPU, bfloat16 on a CPU with AVX512-BF16 or AMX,
+float32 otherwise (`Host.auto_precision`), and int8 for an encoder quantized
+by Keras where int8 matmuls are exact; always the fastest that passes.
 """
 
-import warnings
+import time
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.runtime import batching
 from sbert_keras.runtime import cold_start
-from sbert_keras.runtime import fused_graph as fused
-from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
+from sbert_keras.runtime import self_check
+from sbert_keras.runtime.graphs import EncoderGraphs
 from sbert_keras.runtime.kernels import onednn_int8 as int8
-from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
-from sbert_keras.runtime.routes import xla_query as small_query
-from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
+from sbert_keras.runtime.routes.fused import FusedRoute
+from sbert_keras.runtime.routes.keras_graph import KerasGraphRoute
+from sbert_keras.runtime.routes.xla_query import XlaQueryRoute
+from sbert_keras.runtime.routes.xnnpack_int8 import XnnpackInt8Route
 from sbert_keras.utils import hardware
+from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 from sbert_keras.utils.defaults import PRECISIONS
 
-# Self-check gates of the fused graph against the float32 Keras graph.
-FLOAT32_TOLERANCE = 1e-5
-MIN_COSINE = {"bfloat16": 0.999, "float16": 0.999, "int8": 0.99}
-PROBE_LENGTHS = (2, 5, 9, 17)
+ROUTES = (XnnpackInt8Route, XlaQueryRoute, FusedRoute, KerasGraphRoute)
+# Texts of different lengths for `warmup`: a single query, then batches of two.
+WARMUP_TEXTS = (
+    "A man is playing a guitar.",
+    "A dog runs in the park.",
+    "Two women are sitting on a bench in the park, talking about the weather and the news.",
+)
 
 
-def resolve_precision(precision):
-    """`precision` checked; `"auto"` (or None) replaced by `auto_precision()`."""
+def resolve_precision(precision, host=None):
+    """`precision` checked; `"auto"` (or None) replaced by `host.auto_precision()` (default host: this machine)."""
     if precision is None:
         precision = "auto"
     if precision not in PRECISIONS:
         raise ValueError(f"`precision` must be one of {PRECISIONS}. Received {precision!r}.")
-    return hardware.auto_precision() if precision == "auto" else precision
-
-
-def probe_batch(encoder):
-    """Token ids and mask of a few texts of different lengths, padded (seeded)."""
-    backbone = encoder.backbone
-    width = min(max(PROBE_LENGTHS), backbone.max_sequence_length)
-    lengths = np.minimum(PROBE_LENGTHS, width)
-    rng = np.random.default_rng(0)
-    token_ids = rng.integers(0, backbone.vocabulary_size, (len(lengths), width)).astype("int32")
-    mask = (np.arange(width)[None, :] < lengths[:, None]).astype("int32")
-    return token_ids * mask, mask
-
-
-def divergence(reference, candidate, precision):
-    """`(measure, value, passed)` of `candidate` against the float32 reference."""
-    if precision == "float32":
-        scale = max(float(np.abs(reference).max()), 1e-6)
-        value = float(np.abs(candidate - reference).max()) / scale
-        return "max |diff| / scale", value, value <= FLOAT32_TOLERANCE
-    norms = np.linalg.norm(reference, axis=1) * np.linalg.norm(candidate, axis=1)
-    value = float(((reference * candidate).sum(1) / np.maximum(norms, 1e-12)).min())
-    return "min cosine", value, value >= MIN_COSINE[precision]
-
-
-def probe_check(encoder, reference_run, fused_run, precision, name="fused inference graph", fallback="Keras graph"):
-    """Whether `fused_run` computes what `reference_run` does; warns if not.
-
-    Both run the probe batch and that batch repeated into one that takes
-    the fused graph's large-batch kernels (`onednn.FUSED_LAYER_NORM_MIN_ROWS`);
-    `divergence` against the gate of `precision` decides. `name` and
-    `fallback` name the checked path and what serves instead in the warning.
-    """
-    token_ids, mask = probe_batch(encoder)
-    reference = np.asarray(reference_run(token_ids, mask))
-    repeat = -(-onednn.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
-    large = np.asarray(fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))))
-    candidate = np.concatenate([np.asarray(fused_run(token_ids, mask)), large])
-    reference = np.concatenate([reference, np.tile(reference, (repeat, 1))])
-    measure, value, passed = divergence(reference, candidate, precision)
-    if not passed:
-        warnings.warn(
-            f"The {name} of {encoder.name!r} in {precision} "
-            f"diverges from the Keras graph ({measure} = {value:.3g} on the probe "
-            f"batch); using the {fallback} instead.",
-            stacklevel=4,
-        )
-    return passed
-
-
-def keras_model_for(encoder, precision, copies):
-    """`encoder`, or a copy of it whose backbone computes in `precision`.
-
-    A quantized encoder always runs as it is (its int8 layers are its
-    precision). A copy is built once (kept in `copies`) and re-synced with
-    the encoder's weights on every call.
-    """
-    if fused.quantized_layers(encoder) or encoder.backbone.dtype_policy.compute_dtype == precision:
-        return encoder
-    if precision not in copies:
-        config = encoder.get_config()
-        policy = "float32" if precision == "float32" else f"mixed_{precision}"
-        config["backbone"]["config"]["dtype"] = policy
-        copies[precision] = type(encoder).from_config(config)
-    for target, source in zip(copies[precision].weights, encoder.weights):
-        target.assign(source)
-    return copies[precision]
-
-
-def int8_setup(encoder, texts=None):
-    """`(stats, recipe)` of the fused graph's int8 weights for `encoder`.
-
-    An encoder quantized by Keras keeps its own int8 weights and per-row
-    activation scales (`int8_quantize.KERAS_INT8_RECIPE`: the Keras graph's
-    arithmetic on oneDNN's int8 kernel). A float encoder is quantized by
-    `int8_quantize.DEFAULT_RECIPE`, its smoothing calibrated on `texts`
-    (default: `int8_quantize.CALIBRATION_SENTENCES`) through the Keras graph.
-    """
-    if fused.quantized_layers(encoder):
-        return None, int8_quantize.KERAS_INT8_RECIPE
-    blocks = []
-    for block in encoder.backbone.transformer_layers:
-        parts = fused.block_parts(block)
-        blocks.append(
-            {
-                "qkv": parts.query,
-                "attention_output": parts.attention_output,
-                "intermediate": parts.intermediate,
-                "output": parts.output,
-            }
-        )
-    batches = int8_quantize.calibration_batches(encoder.preprocessor, texts or int8_quantize.CALIBRATION_SENTENCES)
-    return int8_quantize.calibrate(encoder.backbone, blocks, batches), int8_quantize.DEFAULT_RECIPE
-
-
-def keras_forward(model):
-    """`(token_ids, padding_mask)` -> the pooled, projected float32 output of `model`'s graph."""
-    names = list(model.input)
-    pooled = keras.Model(model.input, model.pooling_layer.output)
-    project = getattr(model, "project", None)
-
-    def forward(token_ids, padding_mask):
-        feed = {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": tf.zeros_like(token_ids)}
-        out = pooled({n: feed[n] for n in names}, training=False)
-        return tf.cast(out if project is None else project(out), "float32")
-
-    return forward
+    return (host or hardware.current_host()).auto_precision() if precision == "auto" else precision
 
 
 class InferenceEngine:
-    """Runs a `SentenceEncoder` for inference: `run(token_ids, mask)` per precision.
+    """Runs a `SentenceEncoder` for inference through the fastest route that passes its self-check.
 
     Args:
         encoder: a `SentenceEncoder`.
+        host: a `hardware.Host`, or None for `hardware.current_host()`.
 
     Example:
     ```python
-    engine = InferenceEngine(encoder)
-    run = engine.runner("auto")
-    pooled = run(token_ids, padding_mask)  # float32, not L2-normalised
+    engine = InferenceEngine(encoder, host=Host(cpu_flags={"avx2"}))
+    engine.route("auto")  # ("fused", "float32")
+    pooled, num_truncated = engine.encode(["a text"], batch_size=32)  # float32, not L2-normalised
     ```
     """
 
-    def __init__(self, encoder):
+    def __init__(self, encoder, host=None):
         self.encoder = encoder
-        self.trace_count = 0
-        self._weights = {}  # precision -> fused.FusedWeights
-        self._functions = {}  # ("fused" | "keras", precision) -> tf.function
-        self._verdicts = {}  # precision -> whether the fused graph passed
-        self._copies = {}  # precision -> a SentenceEncoder copy under a mixed policy
-        self._stale = set()  # precisions whose cast weights must be re-computed
-        self._string_functions = {}  # (runner, sequence length, *weights) -> concrete strings_function(...)
-        self._quantized = None  # fused.quantized_layers(encoder), asked once
-        self.xnnpack = xnnpack.Int8Route(self)  # int8 through TFLite's XNNPACK, checked on first use
-        self.small_query = small_query.SmallQuery(self)  # one short text: XLA float32
-        self.verdict_cache = cold_start.VerdictCache(encoder)  # self-check verdicts of earlier processes
+        self.host = host or hardware.current_host()
+        self.graphs = EncoderGraphs(encoder, self.host)
+        self.verdicts = self_check.VerdictTable(encoder, self.host)
+        self.routes = {route.name: route(self.graphs, self.host) for route in ROUTES}
+        self._choices = {}  # (requested precision, size, TensorFlow graphs only) -> (route, precision)
+        self._runners = {}  # (route name, precision) -> its Runner
         self.prepared = set()  # precisions whose first call is done (`cold_start.status`)
         cold_start.enable_xla_cache()
 
+    @property
+    def trace_count(self):
+        """How many forward passes were traced (each traces once)."""
+        return self.graphs.trace_count
+
     def invalidate(self):
         """Marks the cast weights stale: they are re-computed on the next call."""
-        self._stale = set(self._weights)
+        self.graphs.invalidate()
 
     def fused_weights(self, precision, force=False):
-        """The `FusedWeights` of `precision`, synced with the encoder's weights (`force`: re-cast)."""
-        if precision not in self._weights:
-            stats = recipe = None
-            if precision == "int8":
-                stats, recipe = int8_setup(self.encoder)
-            self._weights[precision] = fused.FusedWeights(self.encoder.backbone, precision, stats, recipe)
-        else:
-            self._weights[precision].sync(force=force or precision in self._stale)
-            self._stale.discard(precision)
-        return self._weights[precision]
-
-    def traced(self, key, make_forward, jit_compile=None):
-        """`make_forward()` traced once under `key` (dynamic batch and length)."""
-        if key not in self._functions:
-            spec = tf.TensorSpec([None, None], tf.int32)
-            forward = make_forward()
-
-            def counted(token_ids, padding_mask):
-                self.trace_count += 1
-                return forward(token_ids, padding_mask)
-
-            self._functions[key] = tf.function(counted, input_signature=[spec, spec], jit_compile=jit_compile)
-        return self._functions[key]
-
-    def fused_function(self, precision, weights=None):
-        """The traced fused graph of `precision` over `weights` (default: synced), unchecked.
-
-        int8's is traced per weights version (`fused.build_forward`'s `constant_int8`), the stale one dropped."""
-        weights, int8_graph = weights or self.fused_weights(precision), precision == "int8"
-        key = ("fused", precision) + ((weights.version,) if int8_graph else ())
-        for old in [k for k in self._functions if int8_graph and k[:2] == key[:2] and k != key]:
-            stale = self._functions.pop(old)
-            self._string_functions = {k: f for k, f in self._string_functions.items() if k[0] is not stale}
-        return self.traced(key, lambda: fused.build_forward(self.encoder, weights, constant_int8=int8_graph))
+        """The fused graph's `FusedWeights` of `precision` (see `EncoderGraphs.fused_weights`)."""
+        return self.graphs.fused_weights(precision, force)
 
     def keras_model(self, precision):
-        """The encoder, or its copy computing in `precision` (see `keras_model_for`)."""
-        return keras_model_for(self.encoder, precision, self._copies)
+        """The encoder, or its copy computing in `precision` (see `graphs.keras_model_for`)."""
+        return self.graphs.keras_model(precision)
 
-    def keras_function(self, precision):
-        """The Keras graph's pooled (and projected) output, traced once."""
-        model = self.keras_model(precision)
-        return self.traced(("keras", precision, id(model)), lambda: keras_forward(model))
+    def candidates(self, precision):
+        """`(route name, resolved precision)` pairs in the order tried for `precision`."""
+        auto, quantized = precision in (None, "auto"), self.graphs.quantized()
+        resolved = resolve_precision(precision, self.host)
+        order = [(XnnpackInt8Route.name, "int8")] if precision == "int8" or (auto and quantized) else []
+        if auto and quantized and int8.int8_matmul_available(self.host):
+            resolved = "int8"  # an encoder quantized by Keras runs its int8 weights
+        order += [(XlaQueryRoute.name, resolved), (FusedRoute.name, resolved)]
+        if auto and resolved != "float32":
+            order += [(XlaQueryRoute.name, "float32"), (FusedRoute.name, "float32")]
+        # Keras has no int8 policy: a float encoder falls back to its float32 graph.
+        return order + [(KerasGraphRoute.name, "float32" if auto or resolved == "int8" else resolved)]
+
+    def passes(self, name, precision):
+        """Whether route `name` may serve `precision`: what it needs passes, and its own verdict (checked once)."""
+        route = self.routes[name]
+        if not route.checked:
+            return True
+        if not all(self.passes(*need) for need in route.needs(precision)):
+            return False
+        return self.verdicts.verdict(*route.check_key(precision), lambda: route.check(precision))
+
+    def select(self, precision="auto", size="batch", tensorflow_graph=False):
+        """`(route, resolved precision)` for `size` texts (`routes.base.SIZES`), chosen once.
+
+        `tensorflow_graph`: only routes a SavedModel can hold (the export's `plan`).
+        """
+        key = (precision, size, tensorflow_graph)
+        if key not in self._choices:
+            for name, resolved in self.candidates(precision):
+                route = self.routes[name]
+                usable = route.tensorflow_graph or not tensorflow_graph
+                if usable and route.eligible(resolved, size) and self.passes(name, resolved):
+                    self._choices[key] = (route, resolved)
+                    break
+        return self._choices[key]
+
+    def runner_for(self, precision="auto", size="batch"):
+        """The `Runner` of `select(precision, size)`, built once."""
+        route, resolved = self.select(precision, size)
+        key = (route.name, resolved)
+        if key not in self._runners:
+            self._runners[key] = route.build(resolved)
+        return self._runners[key]
+
+    def route(self, precision="auto"):
+        """`(kind, precision)` that batches run: `("xnnpack" | "fused" | "keras", precision)`."""
+        route, resolved = self.select(precision, "batch")
+        return route.kind, resolved
+
+    def plan(self, precision="auto"):
+        """`("fused" | "keras", precision)`: what a SavedModel serves (TensorFlow graphs only)."""
+        route, resolved = self.select(precision, "batch", tensorflow_graph=True)
+        return route.kind, resolved
 
     def check(self, precision):
         """Whether the fused graph may serve `precision` (self-check on first use)."""
-        if precision not in self._verdicts:
-            reason = fused.unsupported_reason(self.encoder)
-            if reason is not None:
-                self._verdicts[precision] = False
-            else:
-
-                def check():
-                    reference = self.keras_function("float32")
-                    return probe_check(self.encoder, reference, self.fused_function(precision), precision)
-
-                self._verdicts[precision] = self.verdict_cache.verdict("fused", precision, check)
-        return self._verdicts[precision]
-
-    def plan(self, precision="auto"):
-        """`("fused" | "keras", precision)`: what `runner` and the export run.
-
-        `"auto"` takes the fastest precision that passes the self-check:
-        `auto_precision()`, else float32, else the Keras graph.
-        """
-        auto = precision in (None, "auto")
-        precision = resolve_precision(precision)
-        if auto and self.quantized() and int8.int8_matmul_available():
-            precision = "int8"  # an encoder quantized by Keras runs its int8 weights
-        if self.check(precision):
-            return "fused", precision
-        if auto and precision != "float32" and self.check("float32"):
-            return "fused", "float32"
-        # Keras has no int8 policy: a float encoder falls back to its float32 graph.
-        return "keras", "float32" if auto or precision == "int8" else precision
-
-    def quantized(self):
-        """Whether Keras quantized the encoder (asked once: `quantize` makes a new engine)."""
-        if self._quantized is None:
-            self._quantized = bool(fused.quantized_layers(self.encoder))
-        return self._quantized
-
-    def route(self, precision="auto"):
-        """`(kind, precision)` of `encode`, `predict` and queries: `("xnnpack", "int8")` or `plan`'s.
-
-        int8 runs through XNNPACK where `xnnpack.Int8Route` accepts it; elsewhere, and in SavedModels, `plan` decides.
-        """
-        return self.xnnpack.route(precision) or self.plan(precision)
+        return self.routes[FusedRoute.name].eligible(precision, "batch") and self.passes(FusedRoute.name, precision)
 
     def runner(self, precision="auto"):
-        """`run(token_ids, padding_mask)` -> pooled float32 vectors (see `route`)."""
-        kind, precision = self.route(precision)
-        if kind == "xnnpack":
-            return self.xnnpack.runner()
-        if kind == "fused":
-            return self.fused_function(precision)
-        return self.keras_function(precision)
+        """`run(token_ids, padding_mask)` -> pooled float32 vectors, for the batches of one call."""
+        return self.runner_for(precision, "batch").batch()
 
     def query(self, texts, precision="auto"):
-        """`(pooled, number truncated)` of a few texts in one call (a single query, see `graph_query`)."""
-        kind, precision = self.route(precision)
-        if kind == "xnnpack":
-            return self.xnnpack.query(texts)
-        return graph_query(self, texts, kind, precision)
+        """`(pooled, number truncated)` of a few texts in one call; weights found stale are refreshed once."""
+        runner = self.runner_for(precision, "one" if len(texts) == 1 else "few")
+        pooled, num_truncated, changed = runner.query(texts)
+        if changed:  # written behind Keras' back since the last refresh
+            runner.refresh()
+            pooled, num_truncated, _ = runner.query(texts)
+        return pooled, num_truncated
 
-    def current_weights(self, precision):
-        """The `FusedWeights` of `precision`, re-cast if marked stale or written.
+    def encode(self, texts, batch_size, show_progress=None, precision="auto"):
+        """`(pooled float32 (n, dim), number truncated)` of checked `texts`; a status line on a first call.
 
-        The exact check of Keras writes only (`FusedWeights.written`, no graph call); the caller's graph
-        call runs the sampled fingerprint (`FusedWeights.changed`) beside its forward pass."""
-        weights = self._weights.get(precision)  # None after a verdict from `verdict_cache`
-        if weights is None or precision in self._stale or weights.written():
-            return self.fused_weights(precision, force=True)
-        return weights
+        A few texts without a progress bar go through `query` (one call);
+        more go in length-sorted batches (`batching.run_batches`).
+        """
+        out = np.zeros((len(texts), self.encoder.embedding_dim), "float32")
+        show = bool(show_progress or (show_progress is None and len(texts) > 8 * batch_size))
+        first = bool(texts) and precision not in self.prepared  # self-checks and compilation ahead
+        with cold_start.status(self.encoder, precision, first and show_progress is not False):
+            if not texts:
+                return out, 0
+            if len(texts) <= batch_size and not show:
+                out, num_truncated = self.query(texts, precision)
+            else:
+                ids, num_truncated = self.encoder.preprocessor.tokenize(texts)
+                run = self.runner(precision)
+                # An `xnnpack_int8.Runner` spreads each call over all cores itself (`max_concurrency` 1).
+                concurrency = 1 if self.host.gpu else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
+                pad = self.encoder.preprocessor.tokenizer.pad_token_id
+                batching.run_batches(run, ids, pad, batch_size, out, show, concurrency)
+        self.prepared.add(precision)
+        return out, num_truncated
 
-
-def graph_query(engine, texts, kind, precision, retry=True):
-    """`InferenceEngine.query` on a TensorFlow graph (`kind` "fused" or "keras"): strings in, one `tf.function` call.
-
-    On the fused graph, the check for changed weights runs inside that call, beside the
-    forward pass; if they changed, the weights are refreshed and the call repeated (once: `retry`).
-    """
-    synced = []  # the FusedWeights this call reads
-    if kind == "fused":
-        synced.append(engine.current_weights(precision))
-        run = engine.fused_function(precision, synced[0])
-        if len(texts) == 1 and engine.small_query.available(precision):
-            synced = list(dict.fromkeys(synced + [engine.current_weights("float32")]))
-            run = engine.small_query.wrap(run)
-    else:
-        run = engine.keras_function(precision)
-    key = (run, engine.encoder.preprocessor.sequence_length, *synced)  # tokenising bakes in the length
-    if key not in engine._string_functions:
-        changed = (lambda: synced[0].changed(others=synced[1:])) if synced else None
-        embed = batching.strings_function(engine.encoder.preprocessor, run, changed)
-        # The concrete function: a call skips tf.function's argument binding (hashing its captures).
-        engine._string_functions[key] = embed.get_concrete_function()
-    pooled, num_truncated, changed = engine._string_functions[key](tf.constant(texts))
-    if bool(changed) and retry:
-        for weights in synced:
-            weights.sync(force=True)
-        return graph_query(engine, texts, kind, precision, retry=False)  # int8: re-traced for the new weights
-    return pooled.numpy(), int(num_truncated)
+    def warmup(self, precision="auto", verbose=True):
+        """Runs every first-use self-check and compilation of `precision` now; returns the seconds taken."""
+        start = time.perf_counter()
+        with cold_start.status(self.encoder, precision, verbose and precision not in self.prepared):
+            self.query(list(WARMUP_TEXTS[:1]), precision)
+            self.encode(list(WARMUP_TEXTS), 2, False, precision)  # batches of two
+        self.prepared.add(precision)
+        return time.perf_counter() - start

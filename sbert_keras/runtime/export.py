@@ -30,10 +30,10 @@ full-scale matmul: exact with int32 accumulation, about half the product
 without) and the probe through the int8 graph. If the matmul is not exact,
 or the probe's vectors are not the exporting machine's (min cosine below
 `SAME_KERNEL_COSINE`) or fail the int8 gate against float32
-(`inference.MIN_COSINE["int8"]`), a saved variable switches every request
-to the float branch: the same fused graph and weights, traced under
-`int8.dequantized_matmuls` (float32 matmuls of the dequantized weights; a
-role the recipe keeps in bf16 stays bf16). A warning goes to stderr once.
+(`self_check.MIN_COSINE["int8"]`), a saved variable switches every request
+to the float branch: the same fused graph and weights, built with
+`int8.MatmulPolicy.dequantized("float32")` (float32 matmuls of the
+dequantized weights, the recipe's bf16 roles too). A warning goes to stderr once.
 Keras, TensorFlow and TF Serving have no such check, so it is written here.
 """
 
@@ -44,8 +44,9 @@ import numpy as np
 import tensorflow as tf
 
 from sbert_keras.model.prompts import check_truncate_dim
-from sbert_keras.runtime import engine as inference
 from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import self_check
+from sbert_keras.runtime.graphs import keras_forward
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils.checks import check_positive_int
@@ -153,8 +154,8 @@ def probe_references(encoder, forward):
         encoder: a `SentenceEncoder`.
         forward: callable `(token_ids, padding_mask)` -> float32 vectors.
     """
-    token_ids, mask = inference.probe_batch(encoder)
-    reference = encoder.engine.keras_function("float32")(token_ids, mask).numpy()
+    token_ids, mask = self_check.probe_batch(encoder)
+    reference = encoder.engine.graphs.keras_function("float32")(token_ids, mask).numpy()
     quantized = tf.function(lambda: forward(tf.constant(token_ids), tf.constant(mask)))().numpy()
     return token_ids, mask, reference, quantized
 
@@ -192,7 +193,7 @@ class Int8Guard(tf.Module):
         passed = tf.reduce_all(
             [
                 kernel_error <= int8.KERNEL_PROBE_TOLERANCE,
-                to_float >= inference.MIN_COSINE["int8"],
+                to_float >= self_check.MIN_COSINE["int8"],
                 to_export >= SAME_KERNEL_COSINE,
             ]
         )
@@ -220,33 +221,26 @@ class Int8Guard(tf.Module):
         return tf.equal(tf.cond(tf.equal(state, UNCHECKED), self.check, lambda: state), INT8_OK)
 
 
-def _float_forward(forward):
-    """`forward` traced with dequantized float32 matmuls (`int8.dequantized_matmuls`)."""
-
-    def run(token_ids, padding_mask):
-        with int8.dequantized_matmuls("float32"):
-            return forward(token_ids, padding_mask)
-
-    return run
-
-
-def serving_forward(engine, precision="auto"):
+def serving_forward(engine, precision="auto", matmul_policy=None):
     """`(forward, trackables, plan)` for a SavedModel from an `InferenceEngine`.
 
     An untraced forward function (what `engine.plan(precision)` picks: the
     fused graph or the Keras graph), the objects holding the variables it
     reads, and the plan. The served weights never change, so int8 matmuls
-    are traced under `int8.constant_weights` (oneDNN keeps their layout).
+    run with constant weights (oneDNN keeps their layout) unless
+    `matmul_policy` (an `int8.MatmulPolicy`) says otherwise.
     """
     kind, precision = engine.plan(precision)
     encoder = engine.encoder
     if kind == "fused":
         weights = engine.fused_weights(precision)
         projections = list(getattr(encoder, "projections", None) or [])
-        forward = fused.build_forward(encoder, weights, constant_int8=True)
+        if matmul_policy is None and precision == "int8":
+            matmul_policy = int8.MatmulPolicy.for_host(engine.host, constant_weights=True)
+        forward = fused.build_forward(encoder, weights, matmul_policy=matmul_policy)
         return forward, [weights.module] + projections, (kind, precision)
     model = engine.keras_model(precision)
-    return inference.keras_forward(model), [model], (kind, precision)
+    return keras_forward(model), [model], (kind, precision)
 
 
 def saved_model_bytes(endpoint):
@@ -352,7 +346,8 @@ def export_saved_model(
     dim, normalize = encoder.embedding_dim, encoder.normalize
     guard = None
     if plan == ("fused", "int8"):
-        guard = Int8Guard(forward, _float_forward(forward), probe_references(encoder, forward))
+        float_forward, _, _ = serving_forward(encoder.engine, plan[1], int8.MatmulPolicy.dequantized("float32"))
+        guard = Int8Guard(forward, float_forward, probe_references(encoder, forward))
         trackables = [*trackables, guard]
 
     def serve(text):

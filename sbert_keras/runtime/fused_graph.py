@@ -26,8 +26,8 @@ computed once and refreshed exactly when the source variables are written
 (`sbert_keras.runtime.weight_writes` counts every write made through Keras; a
 sampled fingerprint also catches most writes that bypass Keras), so a
 single query pays no cast. Every matmul goes through
-one dispatch point, `dense(x, weights, activation)`, where other weight
-formats (int8) plug in.
+one dispatch point, `dense(x, weights, activation, policy)`, where int8
+weights plug in, run as `build_forward`'s explicit `int8.MatmulPolicy` says.
 """
 
 import collections
@@ -40,6 +40,7 @@ from keras_hub.layers import TokenAndPositionEmbedding
 from keras_hub.layers import TransformerEncoder
 from keras_hub.models import RobertaBackbone
 
+from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.compat.keras_hub import block_parts
 from sbert_keras.model.backbone import BertLayoutBackbone
 from sbert_keras.runtime import weight_writes
@@ -64,9 +65,7 @@ ModelWeights = collections.namedtuple("ModelWeights", ["token_table", "position_
 def quantized_layers(encoder):
     """The names of `encoder`'s layers quantized by Keras (`layer.quantization_mode` set)."""
     return [
-        layer.name
-        for layer in encoder._flatten_layers(include_self=False, recursive=True)
-        if getattr(layer, "quantization_mode", None)
+        layer.name for layer in flatten_layers(encoder, include_self=False) if getattr(layer, "quantization_mode", None)
     ]
 
 
@@ -82,7 +81,7 @@ def _unreadable_quantized(encoder):
     readable.add(id(encoder.backbone.embeddings.token_embedding))
     return [
         layer.name
-        for layer in encoder._flatten_layers(include_self=False, recursive=True)
+        for layer in flatten_layers(encoder, include_self=False)
         if getattr(layer, "quantization_mode", None)
         and (layer.quantization_mode != "int8" or getattr(layer, "lora_enabled", False) or id(layer) not in readable)
     ]
@@ -145,20 +144,20 @@ def unsupported_reason(encoder):
     return None
 
 
-def prepare_dense(kernel, bias, precision, role=None, int8_stats=None, int8_recipe=None):
+def prepare_dense(kernel, bias, precision, role=None, int8_stats=None, int8_recipe=None, host=None):
     """A dense layer's weights in the form `dense` takes for `precision`.
 
     `"int8"`: `int8_quantize.quantize_role` by `int8_recipe` (of the block
     `role`, with the block's calibration `int8_stats`); a role the recipe
-    keeps in bf16/float32 gets `DenseWeights`.
+    keeps in bf16/float32 gets `DenseWeights` (bf16 only where `host` has it).
     """
     if precision != "int8":
         return DenseWeights(tf.cast(kernel, precision), tf.cast(bias, precision))
-    weights = int8_quantize.quantize_role(kernel, bias, role, int8_stats, int8_recipe)
+    weights = int8_quantize.quantize_role(kernel, bias, role, int8_stats, int8_recipe, host)
     return weights if isinstance(weights, int8.INT8_WEIGHT_TYPES) else DenseWeights(*weights)
 
 
-def dense(x, weights, activation=None):
+def dense(x, weights, activation=None, policy=None):
     """`activation(x @ kernel + bias)`: the one dispatch point of every matmul.
 
     Args:
@@ -166,29 +165,31 @@ def dense(x, weights, activation=None):
         weights: `DenseWeights` (the matmul runs in the kernel's dtype) or
             int8 weights (`int8.int8_dense`: oneDNN int8 matmul, float32 out).
         activation: callable or None.
+        policy: an `int8.MatmulPolicy`, or None (int8 weights as this machine allows).
     """
     if isinstance(weights, int8.INT8_WEIGHT_TYPES):
-        return int8.int8_dense(x, weights, activation)
+        return int8.int8_dense(x, weights, activation, policy)
     kernel, bias = weights.kernel, weights.bias
-    if int8.forced_dtype():  # an int8 export's float branch: no bf16 role on a host without bf16
-        kernel, bias = tf.cast(kernel, int8.forced_dtype()), tf.cast(bias, int8.forced_dtype())
+    if policy is not None and policy.float_roles_in_dtype:  # an int8 export's float branch: no bf16 role
+        kernel, bias = tf.cast(kernel, policy.dtype), tf.cast(bias, policy.dtype)
     y = tf.nn.bias_add(tf.matmul(tf.cast(x, kernel.dtype), kernel), bias)
     return y if activation is None else activation(y)
 
 
-def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None):
+def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None, host=None):
     """The backbone's weights as a `ModelWeights` of tensors for `forward`.
 
     Matmul weights go through `prepare_dense` (Keras int8 layers are read
     dequantized); embeddings and LayerNorm parameters stay float32. Query,
     key and value are fused. `int8_stats` (per block, see
-    `int8_quantize.calibrate`) and `int8_recipe` serve `precision="int8"`.
+    `int8_quantize.calibrate`), `int8_recipe` and `host` (bf16 roles only
+    where it has bf16) serve `precision="int8"`.
     """
     kernel_of = int8_quantize.float_kernel
 
     def matmul(kernel, bias, role, i):
         stats = None if int8_stats is None else int8_stats[i]
-        return prepare_dense(kernel, bias, precision, role, stats, int8_recipe)
+        return prepare_dense(kernel, bias, precision, role, stats, int8_recipe, host)
 
     def f32(x):
         return tf.cast(x, "float32")
@@ -240,6 +241,7 @@ class FusedWeights:
         int8_stats: list or None. Calibration statistics per block
             (`int8_quantize.calibrate`), for `"int8"`; kept across refreshes.
         int8_recipe: dict or None (`int8_quantize.DEFAULT_RECIPE`).
+        host: a `hardware.Host` or None (this machine), for `"int8"`'s bf16 roles.
 
     Example:
     ```python
@@ -249,10 +251,10 @@ class FusedWeights:
     ```
     """
 
-    def __init__(self, backbone, precision, int8_stats=None, int8_recipe=None):
+    def __init__(self, backbone, precision, int8_stats=None, int8_recipe=None, host=None):
         self.precision = precision
         sources = list(backbone.weights)
-        compute = tf.function(lambda: compute_weights(backbone, precision, int8_stats, int8_recipe))
+        compute = tf.function(lambda: compute_weights(backbone, precision, int8_stats, int8_recipe, host))
         initial = compute()
         self._structure = tf.nest.map_structure(lambda _: None, initial)
         # A tf.Module, so an export archive can track (and save) the variables.
@@ -326,7 +328,7 @@ class FusedWeights:
         return tf.reduce_any([tf.reduce_any(tf.not_equal(current, w._last)) for w in (self, *others)])
 
 
-def build_forward(encoder, weights, fused_norm=None, constant_int8=False):
+def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
     """The Python function `(token_ids, padding_mask)` -> pooled, projected float32 vectors.
 
     Args:
@@ -335,9 +337,9 @@ def build_forward(encoder, weights, fused_norm=None, constant_int8=False):
         fused_norm: bool or None. Whether large inputs may use oneDNN's fused
             LayerNorm (None: where `onednn.layer_norm_available()`; False for
             XLA, which cannot compile it).
-        constant_int8: bool. Trace int8 matmuls under `int8.constant_weights`
-            (oneDNN keeps their layout between calls): only for a graph
-            traced anew whenever `weights` refresh (`FusedWeights.version`).
+        matmul_policy: an `int8.MatmulPolicy`: how dense layers run (int8
+            weights through oneDNN's op, constant or not, or dequantized to a
+            float dtype). None: as this machine allows, weights not constant.
 
     The vectors are not L2-normalised. Untraced: wrap it in `tf.function`.
     """
@@ -352,6 +354,9 @@ def build_forward(encoder, weights, fused_norm=None, constant_int8=False):
 
     # Probed here, outside any trace: the probe runs a graph of its own.
     fused_norm = onednn.layer_norm_available() if fused_norm is None else fused_norm
+
+    def matmul(x, params, activation=None):
+        return dense(x, params, activation, matmul_policy)
 
     def run(token_ids, padding_mask, norm):
         model = weights.values()
@@ -368,25 +373,19 @@ def build_forward(encoder, weights, fused_norm=None, constant_int8=False):
         x = layer_norm(tf.reshape(x, [-1, hidden]), model.embedding_norm, epsilons[0])
         attention_bias = tf.reshape((1.0 - tf.cast(padding_mask, "float32")) * -1e9, [batch, 1, 1, length])
         for i, block in enumerate(model.blocks):
-            qkv = tf.cast(dense(x, block.qkv), "float32")
+            qkv = tf.cast(matmul(x, block.qkv), "float32")
             qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, num_heads, head_dim]), [2, 0, 3, 1, 4])
             scores = tf.matmul(qkv[0] * (1.0 / math.sqrt(head_dim)), qkv[1], transpose_b=True)
             context = tf.matmul(tf.nn.softmax(scores + attention_bias), qkv[2])
             context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])
-            attended = tf.cast(dense(context, block.attention_output), "float32")
+            attended = tf.cast(matmul(context, block.attention_output), "float32")
             x = layer_norm(attended + x, block.attention_norm, epsilons[i + 1][0])
-            h = dense(x, block.intermediate, activations[i])
-            x = layer_norm(tf.cast(dense(h, block.output), "float32") + x, block.feedforward_norm, epsilons[i + 1][1])
+            h = matmul(x, block.intermediate, activations[i])
+            x = layer_norm(tf.cast(matmul(h, block.output), "float32") + x, block.feedforward_norm, epsilons[i + 1][1])
         pooled = pooling(tf.reshape(x, [batch, length, hidden]), padding_mask)
         return pooled if project is None else tf.cast(project(pooled), "float32")
 
     def forward(token_ids, padding_mask):
-        if constant_int8:
-            with int8.constant_weights():
-                return choose_norm(token_ids, padding_mask)
-        return choose_norm(token_ids, padding_mask)
-
-    def choose_norm(token_ids, padding_mask):
         if not fused_norm:
             return run(token_ids, padding_mask, onednn.composite_layer_norm)
         # oneDNN's LayerNorm from FUSED_LAYER_NORM_MIN_ROWS tokens; below, the composite is faster.

@@ -1,11 +1,14 @@
 """What this machine offers: CPU flags, a GPU, and the precision `"auto"` picks.
 
-The one place that asks the hardware. Everything else (the precision
-vocabulary, the inference routes, the oneDNN and XNNPACK int8 kernels, the
-cold-start cache key) calls these functions through this module, so a test
-that fakes a CPU patches one place.
+The one place that asks the hardware. `Host` is what the inference engine
+and its routes are given (`current_host()` by default), so a test that fakes
+a machine builds a `Host(cpu_flags=..., gpu=...)` instead of patching
+globals. The module functions (`has_bf16`, `has_int8`, `auto_precision`)
+answer for the current host, for callers outside the engine (the precision
+vocabulary of `sbert_keras.model.precision`).
 """
 
+import dataclasses
 import functools
 
 import tensorflow as tf
@@ -14,6 +17,45 @@ import tensorflow as tf
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 # CPU flags that give int8 dot products (VNNI, AMX); without them int8 is slower than float32.
 INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """A machine as inference sees it: its CPU flags and whether TensorFlow has a GPU.
+
+    Args:
+        cpu_flags: iterable of str. The `flags` of `/proc/cpuinfo` (kept as a frozenset).
+        gpu: bool. Whether TensorFlow sees a GPU.
+
+    Example:
+    ```python
+    Host(cpu_flags={"avx2", "fma"}).auto_precision()  # "float32"
+    Host(cpu_flags={"avx512_bf16"}).bf16  # True
+    ```
+    """
+
+    cpu_flags: frozenset = frozenset()
+    gpu: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "cpu_flags", frozenset(self.cpu_flags))
+        object.__setattr__(self, "gpu", bool(self.gpu))
+
+    @property
+    def bf16(self):
+        """Whether the CPU has bf16 matmul instructions."""
+        return bool(BF16_FLAGS & self.cpu_flags)
+
+    @property
+    def int8(self):
+        """Whether the CPU has int8 dot-product instructions."""
+        return bool(INT8_FLAGS & self.cpu_flags)
+
+    def auto_precision(self):
+        """`"float16"` on a GPU, `"bfloat16"` on a CPU with AVX512-BF16/AMX, else `"float32"`."""
+        if self.gpu:
+            return "float16"
+        return "bfloat16" if self.bf16 else "float32"
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,18 +77,21 @@ def has_gpu():
     return bool(tf.config.list_physical_devices("GPU"))
 
 
+def current_host():
+    """The `Host` of this process (`cpu_flags()`, `has_gpu()`)."""
+    return Host(cpu_flags(), has_gpu())
+
+
 def has_bf16():
-    """Whether the CPU has bf16 matmul instructions."""
-    return bool(BF16_FLAGS & cpu_flags())
+    """Whether this machine's CPU has bf16 matmul instructions."""
+    return current_host().bf16
 
 
 def has_int8():
-    """Whether the CPU has int8 dot-product instructions."""
-    return bool(INT8_FLAGS & cpu_flags())
+    """Whether this machine's CPU has int8 dot-product instructions."""
+    return current_host().int8
 
 
 def auto_precision():
-    """`"float16"` on a GPU, `"bfloat16"` on a CPU with AVX512-BF16/AMX, else `"float32"`."""
-    if has_gpu():
-        return "float16"
-    return "bfloat16" if has_bf16() else "float32"
+    """`current_host().auto_precision()`: float16 on a GPU, bfloat16 with AVX512-BF16/AMX, else float32."""
+    return current_host().auto_precision()

@@ -26,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras.compat import keras as keras_compat
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 
 ROLES = ("qkv", "attention_output", "intermediate", "output")
@@ -182,7 +183,7 @@ def quantize_dense(kernel, bias, mode="dynamic", input_max=None, alpha=None, inp
     return int8.make_weights(q, kernel_range, bias, mode, 1.0 / smooth, input_range, input_shift)
 
 
-def quantize_role(kernel, bias, role, stats=None, recipe=None):
+def quantize_role(kernel, bias, role, stats=None, recipe=None, host=None):
     """The `dense` weights of one matmul of a transformer block, by `recipe`.
 
     Args:
@@ -192,6 +193,7 @@ def quantize_role(kernel, bias, role, stats=None, recipe=None):
         stats: dict or None. `calibrate`'s statistics of the block:
             `{role: (max |x| per channel, min x)}`.
         recipe: dict or None (`DEFAULT_RECIPE`).
+        host: a `hardware.Host` or None (this machine): whether bf16 roles may run in bf16.
 
     Returns:
         `(kernel, bias)` cast to bf16 (float32 on CPUs without it) or float32 for float roles, else int8
@@ -199,7 +201,7 @@ def quantize_role(kernel, bias, role, stats=None, recipe=None):
     """
     spec = (recipe or DEFAULT_RECIPE)[role]
     if isinstance(spec, str):  # bf16 only where the CPU has it (TensorFlow's bf16 matmul is slow elsewhere)
-        dtype = int8.fallback_dtype() if spec == "bfloat16" else spec
+        dtype = int8.fallback_dtype(host) if spec == "bfloat16" else spec
         return tf.cast(kernel, dtype), tf.cast(bias, dtype)
     mode, alpha = spec
     input_max, input_min = (None, None) if stats is None else stats[role]
@@ -211,9 +213,8 @@ def quantize_role(kernel, bias, role, stats=None, recipe=None):
 def keras_int8_kernel(layer):
     """`(q, kernel_range)` of a Keras `Dense`/`EinsumDense` quantized with `quantize("int8")`.
 
-    Reads Keras's private `_kernel` (int8) and `kernel_scale` and, for
-    `EinsumDense`, `_kernel_reduced_axes` and `_adjust_scale_for_dequant`;
-    checked against Keras 3.15.1. The kernel is reshaped to `(in, out)`,
+    Reads Keras's int8 kernel and `kernel_scale` and, for `EinsumDense`, its
+    reduced axes and scale adjustment (private: `sbert_keras.compat.keras`). The kernel is reshaped to `(in, out)`,
     with the reduced (input) axes first, as the fused graph lays it out.
 
     Returns:
@@ -231,15 +232,15 @@ def keras_int8_kernel(layer):
         )
     if getattr(layer, "lora_enabled", False):
         raise ValueError(f"Layer {layer.name!r} has LoRA enabled; merge it before reading int8 weights.")
-    q = np.asarray(keras.ops.convert_to_numpy(layer._kernel))
+    q = np.asarray(keras.ops.convert_to_numpy(keras_compat.int8_kernel(layer)))
     scale = np.asarray(keras.ops.convert_to_numpy(layer.kernel_scale), "float32")
     if isinstance(layer, keras.layers.EinsumDense):
-        reduced = tuple(sorted(layer._kernel_reduced_axes))
+        reduced = tuple(sorted(keras_compat.kernel_reduced_axes(layer)))
         if reduced != tuple(range(len(reduced))):
             raise ValueError(
                 f"Layer {layer.name!r} reduces over kernel axes {reduced}; only leading input axes are supported."
             )
-        scale = np.asarray(keras.ops.convert_to_numpy(layer._adjust_scale_for_dequant(scale)))
+        scale = np.asarray(keras.ops.convert_to_numpy(keras_compat.adjust_scale_for_dequant(layer, scale)))
         scale = np.broadcast_to(scale, q.shape)
         fan_in = int(np.prod(q.shape[: len(reduced)]))
         q, scale = q.reshape(fan_in, -1), scale.reshape(fan_in, -1)[0]
@@ -252,9 +253,8 @@ def float_kernel(layer):
     """The float32 kernel a `Dense`/`EinsumDense` computes with, in its own shape.
 
     For a layer quantized by Keras (`quantize("int8")`), Keras's
-    dequantized `_kernel / kernel_scale` (TensorFlow ops: usable in a
-    `tf.function`); else `layer.kernel`. Private Keras attributes checked
-    against Keras 3.15.1.
+    dequantized int8 kernel / `kernel_scale` (TensorFlow ops: usable in a
+    `tf.function`; private reads through `sbert_keras.compat.keras`); else `layer.kernel`.
 
     Raises:
         ValueError: another quantization mode, or LoRA enabled.
@@ -268,12 +268,12 @@ def float_kernel(layer):
         )
     scale = tf.cast(layer.kernel_scale, "float32")
     if isinstance(layer, keras.layers.EinsumDense):
-        scale = layer._adjust_scale_for_dequant(scale)
-    return tf.cast(layer._kernel, "float32") / scale
+        scale = keras_compat.adjust_scale_for_dequant(layer, scale)
+    return tf.cast(keras_compat.int8_kernel(layer), "float32") / scale
 
 
 def float_embeddings(layer):
-    """The float32 table of an `Embedding` (Keras int8: `_embeddings / embeddings_scale`, per row)."""
+    """The float32 table of an `Embedding` (Keras int8: its int8 table / `embeddings_scale`, per row)."""
     mode = getattr(layer, "quantization_mode", None)
     if not mode:
         return tf.cast(layer.embeddings, "float32")
@@ -282,7 +282,7 @@ def float_embeddings(layer):
             f"Layer {layer.name!r}: only Keras int8 quantization without LoRA is read (quantization_mode={mode!r})."
         )
     scale = tf.cast(layer.embeddings_scale, "float32")
-    return tf.cast(layer._embeddings, "float32") / scale[:, None]
+    return tf.cast(keras_compat.int8_embeddings(layer), "float32") / scale[:, None]
 
 
 def dequantized_kernel(layer):

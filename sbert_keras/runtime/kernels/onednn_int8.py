@@ -6,22 +6,19 @@ Why this is hand-written, and why this route:
   `BatchMatMulV3(int8, int8 -> int32)`, an Eigen kernel without VNNI: about
   68 GOP/s here, five times slower than a bf16 matmul, so a quantized
   encoder is slower than a float one.
-- `tf.raw_ops.QuantizedMatMulWithBiasAndDequantize` (oneDNN) takes only
-  unsigned activations and one scale per weight tensor (its `min_b` must be
-  a scalar), and under oneDNN v3 its MIN_FIRST bias compensation is wrong
-  (measured: an error of 2.5e5 on outputs of scale 6).
+- `tf.raw_ops.QuantizedMatMulWithBiasAndDequantize` takes only unsigned
+  activations and one scale per weight tensor, and under oneDNN v3 its
+  MIN_FIRST bias compensation is wrong (an error of 2.5e5 at scale 6).
 - TensorFlow's `_QuantizedMatMul` is the fused quantized matmul that Intel's
   quantization tools emit for oneDNN: signed int8 activations, one scale per
   output channel, bias, exact GELU and the float32 dequantization fused into
   one oneDNN inner product, which uses VNNI (`vpdpbusd`) or AMX. It has a
   leading underscore, so `tf.raw_ops` does not list it; `_quantized_matmul`
-  builds it with `op_def_library` inside a graph. Checked against
+  builds it inside a graph through `sbert_keras.compat.tensorflow`. Checked against
   TensorFlow 2.21 (oneDNN v3); `int8_matmul_available` turns it off where
   the op or the CPU feature is missing, or where the op is not exact on a
   full-scale product (`kernel_probe_error`: oneDNN's non-VNNI kernel sums
   pairs in saturating int16, measured with `ONEDNN_MAX_CPU_ISA`).
-- ONNX Runtime or OpenVINO would add a second runtime and a dependency; this
-  route needs nothing beyond TensorFlow.
 - It is the int8 route of SavedModels (TF Serving runs TensorFlow graphs) and
   `encode`'s fallback: in-process, `encode` runs int8 through TFLite's XNNPACK
   where it passes its self-check (`sbert_keras.runtime.routes.xnnpack_int8`: every matmul in int8
@@ -31,20 +28,21 @@ Two traps of the op, both measured: with `is_weight_const=True` the kernel
 caches the first weights it sees (re-laid out for oneDNN) and silently
 reuses them when a later call passes other weights; and the op exists only
 in graphs, so `int8_dense` must run inside a `tf.function`. So it is built
-with `False` (weights re-laid out per call), except inside
-`constant_weights()`, for graphs re-traced whenever their weights change
+with `False` (weights re-laid out per call), except under a
+`MatmulPolicy(constant_weights=True)`, for graphs re-traced whenever their weights change
 (the engine's, one trace per `FusedWeights.version`, and SavedModels): that
 cache makes `encode` about 6% faster (950 -> 1,010 texts/s, MiniLM-L6).
 
-Weights follow Keras's int8 layout: symmetric per-output-channel int8, with
-`kernel ~= q * kernel_range / 127` (Keras stores `kernel_scale =
-127 / kernel_range`). Activations are quantized per tensor, either from a
-range calibrated on local text (`calibrate`) or from each batch's maximum.
+Weights follow Keras's int8 layout: symmetric per-output-channel int8,
+`kernel ~= q * kernel_range / 127` (Keras stores `127 / kernel_range`).
 
 Which matmuls run in int8 and how activations are scaled is decided in
 `sbert_keras.runtime.kernels.int8_quantization` (recipes, SmoothQuant, calibration); the fused
 graph's one dispatch point, `fused.dense`, calls `int8_dense` for these
-weight types.
+weight types. How it runs them is a `MatmulPolicy`, fixed when the graph is
+built and passed down (`fused.build_forward(..., matmul_policy=...)`): the
+int8 op, its weights constant or not, or the weights dequantized to a float
+dtype (a host without exact int8 matmuls; an int8 SavedModel's float branch).
 
 Example:
 ```python
@@ -54,16 +52,14 @@ y = tf.function(lambda x: int8_dense(x, weights, keras.activations.gelu))(x)
 """
 
 import collections
-import contextlib
+import dataclasses
 import functools
-import threading
 import warnings
 
 import keras
 import tensorflow as tf
-from tensorflow.python.framework import op_def_library
-from tensorflow.python.framework import op_def_registry
 
+from sbert_keras.compat import tensorflow as tf_compat
 from sbert_keras.utils import hardware
 
 # CPU flags (from /proc/cpuinfo) of the instructions that make int8 matmuls
@@ -92,8 +88,6 @@ StaticUint8DenseWeights = collections.namedtuple(
 INT8_WEIGHT_TYPES = (Int8DenseWeights, StaticInt8DenseWeights, TokenInt8DenseWeights, StaticUint8DenseWeights)
 # `kernel_probe_error` of an exact int8 kernel is 0; a saturating one's about 0.5.
 KERNEL_PROBE_TOLERANCE = 1e-3
-# Trace-time switch of `dequantized_matmuls` (per thread: tracing is Python).
-_FORCED = threading.local()
 
 
 # === CPU gate ===
@@ -102,10 +96,10 @@ _FORCED = threading.local()
 @functools.lru_cache(maxsize=1)
 def _op_registered():
     """Whether this TensorFlow build registers `_QuantizedMatMul` (oneDNN builds do)."""
-    return op_def_registry.get(QUANTIZED_MATMUL_OP) is not None
+    return tf_compat.op_registered(QUANTIZED_MATMUL_OP)
 
 
-def int8_matmul_available():
+def int8_matmul_available(host=None):
     """Whether `int8_dense` runs int8 matmuls here (else it dequantizes).
 
     True when the CPU has one of `hardware.INT8_FLAGS`, TensorFlow has the
@@ -113,8 +107,12 @@ def int8_matmul_available():
     saturate int16 sums (`kernel_probe_error`, run once per process): so
     oneDNN's non-VNNI kernel is never used, also where the flags and the
     kernel oneDNN picks disagree (`ONEDNN_MAX_CPU_ISA`, a virtual CPU).
+
+    Args:
+        host: a `hardware.Host`, or None for this machine's.
     """
-    return hardware.has_int8() and _op_registered() and _kernel_exact()
+    host = host or hardware.current_host()
+    return host.int8 and _op_registered() and _kernel_exact()
 
 
 @functools.lru_cache(maxsize=1)
@@ -125,48 +123,51 @@ def _kernel_exact():
         return float(error) <= KERNEL_PROBE_TOLERANCE
 
 
-def fallback_dtype():
-    """bfloat16 where the CPU has it, else float32: the dequantized fallback's and a recipe's bf16 roles' dtype."""
-    return "bfloat16" if hardware.has_bf16() else "float32"
-
-
-@contextlib.contextmanager
-def _switch(name, value):
-    """Sets the trace-time switch `name` of this thread to `value` within the block."""
-    previous = getattr(_FORCED, name, None)
-    setattr(_FORCED, name, value)
-    try:
-        yield
-    finally:
-        setattr(_FORCED, name, previous)
-
-
-def constant_weights():
-    """Within it, `int8_dense` traces the int8 op with `is_weight_const=True`.
-
-    oneDNN then lays the weights out once, at the first call, and reuses
-    them: use it only for a graph that is traced anew when its weights
-    change (a trace-time switch, like `dequantized_matmuls`).
-    """
-    return _switch("constant", True)
-
-
-def forced_dtype():
-    """The matmul dtype that `dequantized_matmuls` forces on the trace under way, or None."""
-    return getattr(_FORCED, "dtype", None)
-
-
-def dequantized_matmuls(dtype="float32"):
-    """Within it, `int8_dense` (and `fused.dense`'s float roles) trace matmuls in `dtype`, never the int8 op.
-
-    A trace-time switch: the exported int8 SavedModel traces the same fused
-    graph a second time under it, as the float branch its self-check falls
-    back to on a host whose int8 kernels differ (`sbert_keras.runtime.export`).
+def fallback_dtype(host=None):
+    """bfloat16 where the CPU has it, else float32: the dequantized fallback's and a recipe's bf16 roles' dtype.
 
     Args:
-        dtype: str. The matmul dtype of the dequantized weights.
+        host: a `hardware.Host`, or None for this machine's.
     """
-    return _switch("dtype", dtype)
+    return "bfloat16" if (host or hardware.current_host()).bf16 else "float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulPolicy:
+    """How the fused graph's dense layers run, fixed when the graph is built (see `fused.build_forward`).
+
+    Args:
+        int8_op: bool. int8 weights run oneDNN's `_QuantizedMatMul`; False:
+            they are dequantized and multiplied in `dtype`.
+        dtype: str. The matmul dtype of dequantized int8 weights.
+        float_roles_in_dtype: bool. Float (non-int8) weights multiply in
+            `dtype` too: an int8 export's float branch, so no bf16 role runs
+            on a host without bf16.
+        constant_weights: bool. Build the int8 op with `is_weight_const=True`
+            (oneDNN lays the weights out once, at the first call, and reuses
+            them): only for a graph traced anew when its weights change.
+        warn: bool. Warn when the graph is traced that int8 weights are
+            dequantized (the host has no exact int8 matmul).
+    """
+
+    int8_op: bool = True
+    dtype: str = "float32"
+    float_roles_in_dtype: bool = False
+    constant_weights: bool = False
+    warn: bool = False
+
+    @classmethod
+    def for_host(cls, host=None, constant_weights=False):
+        """The int8 op where `int8_matmul_available(host)`, else weights dequantized to `fallback_dtype(host)`."""
+        host = host or hardware.current_host()
+        if int8_matmul_available(host):
+            return cls(constant_weights=constant_weights)
+        return cls(int8_op=False, dtype=fallback_dtype(host), warn=True)
+
+    @classmethod
+    def dequantized(cls, dtype="float32"):
+        """Every matmul in `dtype`, int8 weights dequantized, never the int8 op (an int8 export's float branch)."""
+        return cls(int8_op=False, dtype=dtype, float_roles_in_dtype=True)
 
 
 # === Weights ===
@@ -244,7 +245,7 @@ def kernel_probe_error(fan_in=64, dense=None):
     return tf.reduce_max(tf.stack(errors))
 
 
-def _quantized_matmul(x_q, kernel_q, bias, x_range, kernel_range, fused_ops):
+def _quantized_matmul(x_q, kernel_q, bias, x_range, kernel_range, fused_ops, constant_weights=False):
     """oneDNN's fused `activation((x_q * s_x) @ (kernel_q * s_k) + bias)` in float32.
 
     `x_q` is qint8 (`s_x = x_range / 127`) or quint8 (`s_x = x_range / 255`);
@@ -252,7 +253,7 @@ def _quantized_matmul(x_q, kernel_q, bias, x_range, kernel_range, fused_ops):
     """
     low = tf.zeros_like(x_range) if x_q.dtype == tf.quint8 else -x_range
     inputs = [x_q, kernel_q, bias, low, x_range, -kernel_range, kernel_range]
-    _, _, op, _ = op_def_library._apply_op_helper(
+    op = tf_compat.apply_op(
         QUANTIZED_MATMUL_OP,
         name="QuantizedMatMul",
         device_inputs=inputs,
@@ -266,7 +267,7 @@ def _quantized_matmul(x_q, kernel_q, bias, x_range, kernel_range, fused_ops):
         U=tf.float32,
         transpose_a=False,
         transpose_b=False,
-        is_weight_const=bool(getattr(_FORCED, "constant", None)),
+        is_weight_const=bool(constant_weights),
         is_bias_const=False,
         fused_ops=list(fused_ops),
         input_quant_mode="SCALED",
@@ -303,19 +304,13 @@ def quantize_activations(x, x_range=None, axis=None):
         x_q = tf.cast(tf.clip_by_value(tf.round(x * (127.0 / x_range)), -127.0, 127.0), tf.int8)
         return tf.bitcast(x_q, tf.qint8), x_range
     quantized = tf.quantization.quantize(
-        x,
-        -x_range,
-        x_range,
-        tf.qint8,
-        mode="SCALED",
-        round_mode="HALF_TO_EVEN",
-        narrow_range=True,
+        x, -x_range, x_range, tf.qint8, mode="SCALED", round_mode="HALF_TO_EVEN", narrow_range=True,
         ensure_minimum_range=0.0,
-    )
+    )  # fmt: skip
     return quantized.output, x_range
 
 
-def int8_dense(x, weights, activation=None):
+def int8_dense(x, weights, activation=None, policy=None):
     """`activation(x @ kernel + bias)` with an int8 matmul; float32 `(rows, out)`.
 
     Call it inside a `tf.function`. Activations are multiplied by
@@ -323,20 +318,22 @@ def int8_dense(x, weights, activation=None):
     `Int8DenseWeights`), per row (`TokenInt8DenseWeights`) or calibrated
     (`StaticInt8DenseWeights`). With one scale, the int8 product, bias,
     GELU/ReLU and the float32 dequantization run as one oneDNN kernel.
-    Where `int8_matmul_available()` is false, the kernel is dequantized and
-    the matmul runs in `fallback_dtype()`, with a warning (no int8 speed);
-    under `dequantized_matmuls`, in its dtype.
+    Where `policy` says so (`MatmulPolicy.for_host` on a host without an
+    exact int8 matmul, or `MatmulPolicy.dequantized`), the kernel is
+    dequantized and the matmul runs in `policy.dtype` (no int8 speed; the
+    host fallback warns).
 
     Args:
         x: float tensor `(rows, in)`.
         weights: one of `INT8_WEIGHT_TYPES`.
         activation: callable or None.
+        policy: a `MatmulPolicy`, or None for `MatmulPolicy.for_host()` (this machine).
     """
     x = tf.cast(x, "float32")
-    forced = forced_dtype()
-    if forced is not None or not int8_matmul_available():
-        dtype = forced or fallback_dtype()
-        if forced is None:
+    policy = policy or MatmulPolicy.for_host()
+    if not policy.int8_op:
+        dtype = policy.dtype
+        if policy.warn:
             warnings.warn(
                 f"No exact int8 matmul here (CPU flags {sorted(hardware.INT8_FLAGS)}, TensorFlow's oneDNN "
                 f"{QUANTIZED_MATMUL_OP}, `kernel_probe_error`): int8 weights are dequantized and multiplied "
@@ -352,10 +349,10 @@ def int8_dense(x, weights, activation=None):
         y = tf.matmul(tf.cast(x, dtype), dequantize(weights, dtype))
         y = tf.cast(tf.nn.bias_add(y, tf.cast(bias, dtype)), "float32")
         return y if activation is None else activation(y)
-    return _int8_op_dense(x, weights, activation)
+    return _int8_op_dense(x, weights, activation, policy.constant_weights)
 
 
-def _int8_op_dense(x, weights, activation=None):
+def _int8_op_dense(x, weights, activation=None, constant_weights=False):
     """`int8_dense` through oneDNN's `_QuantizedMatMul`, whatever the CPU (graph only)."""
     x = tf.cast(x, "float32")
     x = x * weights.input_scale
@@ -365,22 +362,17 @@ def _int8_op_dense(x, weights, activation=None):
     if isinstance(weights, TokenInt8DenseWeights):
         x_q, x_range = quantize_activations(x, axis=1)
         unit = tf.constant(127.0)
-        y = _quantized_matmul(
-            x_q, kernel_q, tf.zeros_like(weights.bias), unit, weights.kernel_range, ["BiasAdd", "Dequantize"]
-        )
+        zero_bias = tf.zeros_like(weights.bias)
+        fused_ops = ["BiasAdd", "Dequantize"]
+        y = _quantized_matmul(x_q, kernel_q, zero_bias, unit, weights.kernel_range, fused_ops, constant_weights)
         y = y * (x_range / 127.0) + weights.bias
         return y if activation is None else activation(y)
     if isinstance(weights, StaticUint8DenseWeights):
         x_range = weights.input_range
         x_q = tf.quantization.quantize(
-            x,
-            tf.zeros_like(x_range),
-            x_range,
-            tf.quint8,
-            mode="SCALED",
-            round_mode="HALF_TO_EVEN",
+            x, tf.zeros_like(x_range), x_range, tf.quint8, mode="SCALED", round_mode="HALF_TO_EVEN",
             ensure_minimum_range=0.0,
-        ).output
+        ).output  # fmt: skip
     else:
         x_range = weights.input_range if isinstance(weights, StaticInt8DenseWeights) else None
         x_q, x_range = quantize_activations(x, x_range)
@@ -393,5 +385,6 @@ def _int8_op_dense(x, weights, activation=None):
         x_range,
         weights.kernel_range,
         fused_ops if post is not None else ["BiasAdd", "Dequantize"],
+        constant_weights,
     )
     return y if post is not None else activation(y)

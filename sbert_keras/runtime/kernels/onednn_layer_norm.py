@@ -36,8 +36,8 @@ import functools
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.framework import op_def_library
-from tensorflow.python.framework import op_def_registry
+
+from sbert_keras.compat import tensorflow as tf_compat
 
 LAYER_NORM_OP = "_MklLayerNorm"
 # Agreement of the fused op with the composite on the availability probe.
@@ -57,9 +57,7 @@ def fused_layer_norm(x, gamma, beta, epsilon):
 
     Check `layer_norm_available()` (outside any trace) before using it.
     """
-    _, _, op, _ = op_def_library._apply_op_helper(
-        LAYER_NORM_OP, name="LayerNorm", x=x, scale=gamma, offset=beta, epsilon=float(epsilon)
-    )
+    op = tf_compat.apply_op(LAYER_NORM_OP, name="LayerNorm", x=x, scale=gamma, offset=beta, epsilon=float(epsilon))
     return op.outputs[0]
 
 
@@ -69,7 +67,7 @@ def layer_norm_available():
 
     Probed once per process, on float32 rows of different scales.
     """
-    if op_def_registry.get(LAYER_NORM_OP) is None:
+    if not tf_compat.op_registered(LAYER_NORM_OP):
         return False
     rng = np.random.default_rng(0)
     x = tf.constant(rng.normal(size=(5, 96)) * np.array([[0.01], [1], [10], [100], [1e3]]), tf.float32)

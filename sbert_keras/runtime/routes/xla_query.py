@@ -18,14 +18,17 @@ encoder (about 1 s each on MiniLM), made by the self-check on first use.
 It computes in float32, so a query gets vectors within the float32 gate of
 the Keras graph even when batches run in bfloat16. Nothing is trusted
 blindly: on first use each probe text runs through it and is compared with
-the float32 Keras graph (`inference.probe_batch`, float32 gate); a
-divergence or an XLA error warns and turns the path off for that encoder.
-It is not used on a GPU, for int8, or for encoders the fused graph refuses.
+the float32 Keras graph (`self_check.probe_batch`, float32 gate), once the
+fused graph has passed its own check; a divergence or an XLA error warns
+and turns the route off for that encoder (the engine's verdict table). It
+is not used on a GPU, for int8, or for encoders the fused graph refuses.
+Its runner sends one text of up to `MAX_TOKENS` tokens to the compiled
+graph and a longer one to the fused graph, inside one `tf.cond`.
 
 Example:
 ```python
-encoder.encode("A man is playing a guitar.")  # one text: this path
-encoder.engine.small_query.available("bfloat16")  # True once checked
+encoder.encode("A man is playing a guitar.")  # one text: this route
+encoder.engine.verdicts.get(XlaQueryRoute.name, "float32")  # True once checked
 ```
 """
 
@@ -35,7 +38,8 @@ import numpy as np
 import tensorflow as tf
 
 from sbert_keras.runtime import fused_graph as fused
-from sbert_keras.utils import hardware
+from sbert_keras.runtime import self_check
+from sbert_keras.runtime.routes import base
 
 # One text of at most this many tokens (after padding to BUCKET) runs here.
 MAX_TOKENS = 32
@@ -61,45 +65,49 @@ def fits(token_ids, max_length):
     return tf.logical_and(tf.equal(tf.shape(token_ids)[0], 1), padded <= MAX_TOKENS)
 
 
-class SmallQuery:
-    """The single-query path of an `InferenceEngine`, checked on first use.
+class XlaQueryRoute(base.Route):
+    """One short text through the XLA-compiled float32 fused graph.
 
-    Args:
-        engine: the `inference.InferenceEngine` it serves.
+    Example:
+    ```python
+    route = XlaQueryRoute(graphs, host)
+    route.eligible("bfloat16", "one")  # True on a CPU, for an encoder the fused graph runs
+    ```
     """
 
-    def __init__(self, engine):
-        self.engine = engine
-        self.verdict = None  # None until checked; then whether it may be used
+    name = "XLA single-query"
+    kind = "xla"
+
+    def __init__(self, graphs, host):
+        super().__init__(graphs, host)
         self._wrapped = {}  # run -> run_any (one strings function per run)
+
+    def eligible(self, precision, size):
+        return size == "one" and precision in PRECISIONS and not self.host.gpu and self.graphs.fused_supported()
+
+    def needs(self, precision):
+        # It answers for the fused graph of `precision` (long texts) and computes in float32.
+        return tuple(dict.fromkeys([("fused", precision), ("fused", "float32")]))
+
+    def check_key(self, precision):
+        return self.name, "float32"  # one compiled float32 graph serves every precision
 
     def pad_id_and_max_length(self):
         """The tokenizer's padding id and the backbone's longest sequence."""
-        encoder = self.engine.encoder
+        encoder = self.encoder
         return encoder.preprocessor.tokenizer.pad_token_id, encoder.backbone.max_sequence_length
 
     def compiled(self):
         """The XLA-compiled float32 fused forward pass (traced once, compiled per shape)."""
-        engine = self.engine
-        weights = engine.fused_weights("float32")
-        make = lambda: fused.build_forward(engine.encoder, weights, fused_norm=False)  # noqa: E731
-        return engine.traced(("xla", "float32"), make, jit_compile=True)
+        graphs = self.graphs
+        weights = graphs.fused_weights("float32")
+        make = lambda: fused.build_forward(graphs.encoder, weights, fused_norm=False)  # noqa: E731
+        return graphs.traced(("xla", "float32"), make, jit_compile=True)
 
-    def available(self, precision):
-        """Whether one short text in `precision` may take this path (checks it once)."""
-        if precision not in PRECISIONS or hardware.has_gpu():
-            return False
-        if self.verdict is None:
-            cache = self.engine.verdict_cache
-            self.verdict = self.engine.check("float32") and cache.verdict("XLA single-query", "float32", self.check)
-        return self.verdict
-
-    def check(self):
+    def check(self, precision):
         """Each probe text, padded and compiled, against the float32 Keras graph; warns on failure."""
-        from sbert_keras.runtime import engine as inference  # the engine imports this module
-
-        token_ids, mask = inference.probe_batch(self.engine.encoder)
-        reference = self.engine.keras_function("float32")(token_ids, mask).numpy()
+        token_ids, mask = self_check.probe_batch(self.encoder)
+        reference = self.graphs.keras_function("float32")(token_ids, mask).numpy()
         pad_id, max_length = self.pad_id_and_max_length()
         try:
             rows = []
@@ -108,14 +116,14 @@ class SmallQuery:
                 ids, row_mask = pad_to_bucket(ids[None, :length], row_mask[None, :length], pad_id, max_length)
                 rows.append(self.compiled()(ids, row_mask).numpy())
         except (tf.errors.OpError, ValueError, TypeError) as error:
-            warnings.warn(f"XLA could not compile the single-query graph ({error}); not using it.", stacklevel=5)
+            warnings.warn(f"XLA could not compile the single-query graph ({error}); not using it.", stacklevel=6)
             return False
-        measure, value, passed = inference.divergence(reference, np.concatenate(rows), "float32")
+        measure, value, passed = self_check.divergence(reference, np.concatenate(rows), "float32")
         if not passed:
             warnings.warn(
-                f"The XLA single-query graph of {self.engine.encoder.name!r} diverges from the Keras graph "
+                f"The XLA single-query graph of {self.encoder.name!r} diverges from the Keras graph "
                 f"({measure} = {value:.3g} on the probe texts); not using it.",
-                stacklevel=5,
+                stacklevel=6,
             )
         return passed
 
@@ -131,3 +139,13 @@ class SmallQuery:
 
         self._wrapped[run] = run_any
         return run_any
+
+    def build(self, precision):
+        graphs = self.graphs
+
+        def resolve():
+            weights = graphs.current_weights(precision)
+            run = self.wrap(graphs.fused_function(precision, weights))
+            return run, tuple(dict.fromkeys([weights, graphs.current_weights("float32")]))
+
+        return base.GraphRunner(graphs, resolve, lambda: graphs.fused_function(precision))

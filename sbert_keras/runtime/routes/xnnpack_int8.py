@@ -15,20 +15,20 @@ AVX-512 + VNNI CPU, `benchmarks/encode_peers.py`):
   time (its QD8 kernels, `vpdpbusd` with VNNI). Every matmul runs in int8 and
   the vectors stay within a min cosine of about 0.994 of float32: 1,532
   texts/s (1.46x the oneDNN route's 1,052 in a SavedModel), and a single
-  query through `encode` in 1.3 ms median (stop 16 window in the README).
+  query through `encode` in 1.3 ms median (the README's figures).
 
 The converter and the runtime come with TensorFlow (`tf.lite`), so nothing is
 added; `ai_edge_litert`'s interpreter, its successor, is used where it is
 installed. The converted model is a snapshot of the weights: the engine
 converts again when they change (`FusedWeights.version`) and checks the
-result against the Keras graph on first use (`inference.probe_check`).
+result against the Keras graph on first use (`self_check.probe_check`).
 TF Serving runs TensorFlow graphs only, so an int8 SavedModel keeps the
 oneDNN route. Set `SBERT_KERAS_NO_XNNPACK=1` to use the oneDNN route in
 `encode` too.
 
 Example:
 ```python
-encoder.encode(texts, precision="int8")  # through `Int8Route` where the CPU has VNNI/AMX
+encoder.encode(texts, precision="int8")  # through `XnnpackInt8Route` where the CPU has VNNI/AMX
 forward = tf.function(fused.build_forward(encoder, weights, fused_norm=False), input_signature=SIGNATURE)
 run = Runner(convert(forward), version=weights.version)
 pooled = run(token_ids, padding_mask)  # float32 numpy array
@@ -42,9 +42,10 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from sbert_keras.runtime import batching
 from sbert_keras.runtime import fused_graph as fused
-from sbert_keras.utils import hardware
+from sbert_keras.runtime import self_check
+from sbert_keras.runtime import strings_graph
+from sbert_keras.runtime.routes import base
 
 DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
 # CPU features of XNNPACK's fast int8 kernels; without them int8 falls back (see `available`).
@@ -54,11 +55,11 @@ SIGNATURE = (
 )
 
 
-def available():
-    """Whether `encode` may run int8 through XNNPACK: a CPU with VNNI/AMX, no GPU, not disabled."""
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0") or hardware.has_gpu():
+def available(host):
+    """Whether `encode` may run int8 through XNNPACK on `host`: a CPU with VNNI/AMX, no GPU, not disabled."""
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0") or host.gpu:
         return False
-    return hardware.has_int8()
+    return host.int8
 
 
 def convert(function):
@@ -129,50 +130,40 @@ class Runner:
             return interpreter.get_tensor(self._output).copy()
 
 
-class Int8Route:
-    """The XNNPACK int8 path of an `InferenceEngine`: converted, checked on first use, refreshed.
+class XnnpackInt8Route(base.Route):
+    """int8 through TFLite's XNNPACK: converted from the float32 fused graph, checked on first use, refreshed.
 
-    Args:
-        engine: the `inference.InferenceEngine` it serves.
+    Example:
+    ```python
+    route = XnnpackInt8Route(graphs, host)
+    route.eligible("int8", "batch")  # a CPU with VNNI/AMX, no GPU, not disabled
+    run = route.build("int8").batch()  # an `Runner`
+    ```
     """
 
-    def __init__(self, engine):
-        self.engine = engine
-        self.verdict = None  # None until checked; then whether it may be used
-        self._runner = None  # the Runner of the current float32 weights
-        self._tokenize = None  # ((FusedWeights, sequence length), concrete strings -> padded ids and mask) of `query`
+    name = "XNNPACK int8"
+    kind = "xnnpack"
 
-    def requested(self, precision):
-        """Whether `precision` means int8: `"int8"`, or `"auto"` for an encoder quantized by Keras."""
-        return precision == "int8" or (precision in (None, "auto") and self.engine.quantized())
+    def __init__(self, graphs, host):
+        super().__init__(graphs, host)
+        self.interpreter = None  # the `Runner` of the current float32 weights
 
-    def accepted(self):
-        """Whether int8 may run here: `available()`, a fused-graph model, and `check` on first use."""
-        if self.verdict is None:
-            supported = available() and fused.unsupported_reason(self.engine.encoder) is None
-            self.verdict = supported and self.engine.verdict_cache.verdict("XNNPACK int8", "int8", self.check)
-        return self.verdict
+    def eligible(self, precision, size):
+        return precision == "int8" and available(self.host) and self.graphs.fused_supported()
 
-    def check(self):
+    def check(self, precision):
         """Converts, then compares the probe batch with the float32 Keras graph; warns and is False on failure."""
-        from sbert_keras.runtime import engine as inference  # the engine imports this module
-
-        encoder = self.engine.encoder
         try:
             run = self.runner()
         except Exception as error:  # noqa: BLE001 - any converter or runtime failure falls back
             warnings.warn(
-                f"TFLite could not convert or run the int8 graph of {encoder.name!r} "
+                f"TFLite could not convert or run the int8 graph of {self.encoder.name!r} "
                 f"({type(error).__name__}: {str(error)[:300]}); using the oneDNN int8 route instead.",
-                stacklevel=7,
+                stacklevel=6,
             )
             return False
-        reference = self.engine.keras_function("float32")
-        return inference.probe_check(encoder, reference, run, "int8", "XNNPACK int8 graph", "oneDNN int8 route")
-
-    def route(self, precision):
-        """`("xnnpack", "int8")` where `precision` means int8 and it is `accepted`, else None."""
-        return ("xnnpack", "int8") if self.requested(precision) and self.accepted() else None
+        reference = self.graphs.keras_function("float32")
+        return self_check.probe_check(self.encoder, reference, run, "int8", "XNNPACK int8 graph", "oneDNN int8 route")
 
     def runner(self, weights=None):
         """The `Runner` of the current weights (converted again when they change), unchecked.
@@ -181,30 +172,45 @@ class Int8Route:
             weights: the float32 `FusedWeights` when the caller has just synced
                 them; by default they are synced here.
         """
-        weights = weights or self.engine.fused_weights("float32")
-        if self._runner is None or self._runner.version != weights.version:
-            forward = fused.build_forward(self.engine.encoder, weights, fused_norm=False)
-            self._runner = None  # the old interpreter's memory goes before the new one is built
-            self._runner = Runner(convert(tf.function(forward, input_signature=SIGNATURE)), weights.version)
-        return self._runner
+        weights = weights or self.graphs.fused_weights("float32")
+        if self.interpreter is None or self.interpreter.version != weights.version:
+            forward = fused.build_forward(self.encoder, weights, fused_norm=False)
+            self.interpreter = None  # the old interpreter's memory goes before the new one is built
+            self.interpreter = Runner(convert(tf.function(forward, input_signature=SIGNATURE)), weights.version)
+        return self.interpreter
 
-    def query(self, texts, retry=True):
-        """`(pooled, number truncated)` of a few texts, in two calls: one graph, one interpreter.
+    def build(self, precision):
+        return XnnpackRunner(self)
 
-        The graph call tokenises, pads and checks for changed weights
-        (`FusedWeights.changed`); if they changed, they are refreshed, the
-        model converted again and the call repeated (once: `retry`).
-        """
-        weights = self.engine.current_weights("float32")  # made by `check`
-        preprocessor = self.engine.encoder.preprocessor
+
+class XnnpackRunner(base.Runner):
+    """Queries in two calls (one graph tokenises, pads and checks the weights; one interpreter call); batches.
+
+    Args:
+        route: the `XnnpackInt8Route` it runs.
+    """
+
+    def __init__(self, route):
+        self.route = route
+        self._tokenize = None  # ((FusedWeights, sequence length), concrete strings -> padded ids and mask)
+        self._weights = None
+
+    def query(self, texts):
+        weights = self._weights = self.route.graphs.current_weights("float32")  # made by the check
+        preprocessor = self.route.encoder.preprocessor
         key = (weights, preprocessor.sequence_length)  # tokenising bakes in the length
         if self._tokenize is None or self._tokenize[0] != key:
             stack = lambda token_ids, mask: tf.stack([token_ids, mask])  # noqa: E731
-            padded = batching.strings_function(preprocessor, stack, weights.changed)
+            padded = strings_graph.strings_function(preprocessor, stack, weights.changed)
             self._tokenize = (key, padded.get_concrete_function())
         padded, num_truncated, changed = self._tokenize[1](tf.constant(texts))
-        if bool(changed) and retry:
-            weights.sync(force=True)
-            return self.query(texts, retry=False)
+        if bool(changed):
+            return None, int(num_truncated), True
         token_ids, mask = padded.numpy()
-        return self.runner(weights)(token_ids, mask), int(num_truncated)
+        return self.route.runner(weights)(token_ids, mask), int(num_truncated), False
+
+    def batch(self):
+        return self.route.runner()
+
+    def refresh(self):
+        self._weights.sync(force=True)

@@ -1,0 +1,40 @@
+"""Reads of TensorFlow's private modules, each checked against TensorFlow 2.21.0.
+
+Why this exists: oneDNN's fused ops (`_MklLayerNorm`, `_QuantizedMatMul`)
+have a leading underscore, so `tf.raw_ops` does not list them; they are
+built inside a graph through TensorFlow's private op-definition library
+(`op_def_library._apply_op_helper`), and whether a build registers them is
+asked of `op_def_registry`. Both live in `tensorflow.python.framework`,
+which is not public API, so every such use goes through this module.
+
+Example:
+```python
+if op_registered("_MklLayerNorm"):
+    op = apply_op("_MklLayerNorm", name="LayerNorm", x=x, scale=gamma, offset=beta, epsilon=1e-12)
+```
+"""
+
+from tensorflow.python.framework import op_def_library
+from tensorflow.python.framework import op_def_registry
+
+CHECKED_TENSORFLOW_VERSION = "2.21.0"
+
+
+def op_registered(op_type):
+    """Whether this TensorFlow build registers the op `op_type` (TensorFlow 2.21.0 `op_def_registry.get`)."""
+    return op_def_registry.get(op_type) is not None
+
+
+def apply_op(op_type, name, **arguments):
+    """Adds one op of `op_type` to the graph being traced; returns the `tf.Operation`.
+
+    TensorFlow 2.21.0 `op_def_library._apply_op_helper`: inputs and
+    attributes are given by their names in the op's definition.
+
+    Args:
+        op_type: str. The registered op name (e.g. `"_MklLayerNorm"`).
+        name: str. The node's name.
+        **arguments: the op's inputs and attributes.
+    """
+    _, _, op, _ = op_def_library._apply_op_helper(op_type, name=name, **arguments)
+    return op

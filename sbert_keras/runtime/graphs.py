@@ -1,0 +1,191 @@
+"""The traced graphs and cast weights of one encoder, shared by every route.
+
+Why this exists: `encode` wants one traced function for every shape (dynamic
+batch and length), precision copies of the weights computed once, and
+the faster fused graph of `sbert_keras.runtime.fused_graph`; Keras'
+`predict` retraces per shape and casts nothing ahead. `EncoderGraphs` holds,
+per encoder:
+
+- the fused weights of each precision (`fused_weights`: cast and fused once,
+  refreshed when the source weights change; int8 calibrated and quantized);
+- the traced forward passes (`traced`): the fused graph of a precision
+  (`fused_function`, int8's traced per weights version so that oneDNN may
+  keep its weights' layout) and the Keras graph (`keras_function`: the
+  functional model's pooled output, or a copy of it under a mixed policy);
+- the strings-in query functions over them (`strings`).
+
+Routes (`sbert_keras.runtime.routes`) build their runners from these; the
+engine (`sbert_keras.runtime.engine`) decides which route runs.
+"""
+
+import keras
+import tensorflow as tf
+
+from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import strings_graph
+from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
+from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.utils import hardware
+
+
+def keras_model_for(encoder, precision, copies):
+    """`encoder`, or a copy of it whose backbone computes in `precision`.
+
+    A quantized encoder always runs as it is (its int8 layers are its
+    precision). A copy is built once (kept in `copies`) and re-synced with
+    the encoder's weights on every call.
+    """
+    if fused.quantized_layers(encoder) or encoder.backbone.dtype_policy.compute_dtype == precision:
+        return encoder
+    if precision not in copies:
+        config = encoder.get_config()
+        policy = "float32" if precision == "float32" else f"mixed_{precision}"
+        config["backbone"]["config"]["dtype"] = policy
+        copies[precision] = type(encoder).from_config(config)
+    for target, source in zip(copies[precision].weights, encoder.weights):
+        target.assign(source)
+    return copies[precision]
+
+
+def int8_setup(encoder, texts=None):
+    """`(stats, recipe)` of the fused graph's int8 weights for `encoder`.
+
+    An encoder quantized by Keras keeps its own int8 weights and per-row
+    activation scales (`int8_quantize.KERAS_INT8_RECIPE`: the Keras graph's
+    arithmetic on oneDNN's int8 kernel). A float encoder is quantized by
+    `int8_quantize.DEFAULT_RECIPE`, its smoothing calibrated on `texts`
+    (default: `int8_quantize.CALIBRATION_SENTENCES`) through the Keras graph.
+    """
+    if fused.quantized_layers(encoder):
+        return None, int8_quantize.KERAS_INT8_RECIPE
+    blocks = []
+    for block in encoder.backbone.transformer_layers:
+        parts = fused.block_parts(block)
+        blocks.append(
+            {
+                "qkv": parts.query,
+                "attention_output": parts.attention_output,
+                "intermediate": parts.intermediate,
+                "output": parts.output,
+            }
+        )
+    batches = int8_quantize.calibration_batches(encoder.preprocessor, texts or int8_quantize.CALIBRATION_SENTENCES)
+    return int8_quantize.calibrate(encoder.backbone, blocks, batches), int8_quantize.DEFAULT_RECIPE
+
+
+def keras_forward(model):
+    """`(token_ids, padding_mask)` -> the pooled, projected float32 output of `model`'s graph."""
+    names = list(model.input)
+    pooled = keras.Model(model.input, model.pooling_layer.output)
+    project = getattr(model, "project", None)
+
+    def forward(token_ids, padding_mask):
+        feed = {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": tf.zeros_like(token_ids)}
+        out = pooled({n: feed[n] for n in names}, training=False)
+        return tf.cast(out if project is None else project(out), "float32")
+
+    return forward
+
+
+class EncoderGraphs:
+    """The traced graphs and cast weights of one encoder on one host.
+
+    Args:
+        encoder: a `SentenceEncoder`.
+        host: a `hardware.Host`, or None for this machine's (int8's matmul policy and bf16 roles).
+
+    Example:
+    ```python
+    graphs = EncoderGraphs(encoder)
+    run = graphs.fused_function("bfloat16")  # unchecked: the engine checks routes
+    pooled = run(token_ids, padding_mask)
+    ```
+    """
+
+    def __init__(self, encoder, host=None):
+        self.encoder = encoder
+        self.host = host or hardware.current_host()
+        self.trace_count = 0
+        self.functions = {}  # ("fused" | "keras" | "xla", precision, ...) -> tf.function
+        self.strings = strings_graph.StringsFunctions(encoder.preprocessor)
+        self._weights = {}  # precision -> fused.FusedWeights
+        self._copies = {}  # precision -> a SentenceEncoder copy under a mixed policy
+        self._stale = set()  # precisions whose cast weights must be re-computed
+        self._quantized = self._unsupported = None  # asked once (`quantize` makes a new engine)
+
+    def quantized(self):
+        """Whether Keras quantized the encoder."""
+        if self._quantized is None:
+            self._quantized = bool(fused.quantized_layers(self.encoder))
+        return self._quantized
+
+    def fused_supported(self):
+        """Whether the fused graph computes the encoder's graph (`fused.unsupported_reason`)."""
+        if self._unsupported is None:
+            self._unsupported = fused.unsupported_reason(self.encoder) or ""
+        return not self._unsupported
+
+    def invalidate(self):
+        """Marks the cast weights stale: they are re-computed on the next call."""
+        self._stale = set(self._weights)
+
+    def fused_weights(self, precision, force=False):
+        """The `FusedWeights` of `precision`, synced with the encoder's weights (`force`: re-cast)."""
+        if precision not in self._weights:
+            stats, recipe = int8_setup(self.encoder) if precision == "int8" else (None, None)
+            self._weights[precision] = fused.FusedWeights(self.encoder.backbone, precision, stats, recipe, self.host)
+        else:
+            self._weights[precision].sync(force=force or precision in self._stale)
+            self._stale.discard(precision)
+        return self._weights[precision]
+
+    def current_weights(self, precision):
+        """The `FusedWeights` of `precision`, re-cast if marked stale or written through Keras.
+
+        No graph call (`FusedWeights.written` is exact for Keras writes); the caller's
+        graph call runs the sampled fingerprint (`FusedWeights.changed`) beside its forward pass.
+        """
+        weights = self._weights.get(precision)
+        if weights is None or precision in self._stale or weights.written():
+            return self.fused_weights(precision, force=True)
+        return weights
+
+    def traced(self, key, make_forward, jit_compile=None):
+        """`make_forward()` traced once under `key` (dynamic batch and length)."""
+        if key not in self.functions:
+            spec = tf.TensorSpec([None, None], tf.int32)
+            forward = make_forward()
+
+            def counted(token_ids, padding_mask):
+                self.trace_count += 1
+                return forward(token_ids, padding_mask)
+
+            self.functions[key] = tf.function(counted, input_signature=[spec, spec], jit_compile=jit_compile)
+        return self.functions[key]
+
+    def fused_function(self, precision, weights=None):
+        """The traced fused graph of `precision` over `weights` (default: synced), unchecked.
+
+        int8's runs oneDNN's op with constant weights where the host allows
+        (`int8.MatmulPolicy.for_host`), so it is traced per weights version and the stale trace dropped.
+        """
+        weights, int8_graph = weights or self.fused_weights(precision), precision == "int8"
+        key = ("fused", precision) + ((weights.version,) if int8_graph else ())
+        if int8_graph and key not in self.functions:
+            for old in [k for k in self.functions if k[:2] == key[:2]]:
+                self.strings.drop(self.functions.pop(old))
+
+        def make():
+            policy = int8.MatmulPolicy.for_host(self.host, constant_weights=True) if int8_graph else None
+            return fused.build_forward(self.encoder, weights, matmul_policy=policy)
+
+        return self.traced(key, make)
+
+    def keras_model(self, precision):
+        """The encoder, or its copy computing in `precision` (see `keras_model_for`)."""
+        return keras_model_for(self.encoder, precision, self._copies)
+
+    def keras_function(self, precision):
+        """The Keras graph's pooled (and projected) output, traced once."""
+        model = self.keras_model(precision)
+        return self.traced(("keras", precision, id(model)), lambda: keras_forward(model))

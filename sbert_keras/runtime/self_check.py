@@ -1,0 +1,111 @@
+"""The self-check of fast paths against the float32 Keras graph, and the one table of its verdicts.
+
+Every route but the Keras graph itself proves, on first use, that it
+computes what the float32 Keras graph computes: `probe_check` runs both on
+a probe batch of texts of different lengths (`probe_batch`) and compares
+them with `divergence` against the gate of the precision (float32: max
+|diff| <= `FLOAT32_TOLERANCE` of the vectors' scale; bfloat16 / float16 /
+int8: a min cosine of `MIN_COSINE`). A route that fails warns once, naming
+the model, precision and divergence, and is not used.
+
+`VerdictTable` is the one place where verdicts live: in memory for the
+engine's life and on disk across processes (`cold_start.VerdictCache`), so
+each (route, precision) is checked once and a failure warns once. Keras and
+KerasHub have no such check, hence this module.
+"""
+
+import warnings
+
+import numpy as np
+
+from sbert_keras.runtime import cold_start
+from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
+
+# Gates of a route against the float32 Keras graph.
+FLOAT32_TOLERANCE = 1e-5
+MIN_COSINE = {"bfloat16": 0.999, "float16": 0.999, "int8": 0.99}
+PROBE_LENGTHS = (2, 5, 9, 17)
+
+
+def probe_batch(encoder):
+    """Token ids and mask of a few texts of different lengths, padded (seeded)."""
+    backbone = encoder.backbone
+    width = min(max(PROBE_LENGTHS), backbone.max_sequence_length)
+    lengths = np.minimum(PROBE_LENGTHS, width)
+    rng = np.random.default_rng(0)
+    token_ids = rng.integers(0, backbone.vocabulary_size, (len(lengths), width)).astype("int32")
+    mask = (np.arange(width)[None, :] < lengths[:, None]).astype("int32")
+    return token_ids * mask, mask
+
+
+def divergence(reference, candidate, precision):
+    """`(measure, value, passed)` of `candidate` against the float32 reference."""
+    if precision == "float32":
+        scale = max(float(np.abs(reference).max()), 1e-6)
+        value = float(np.abs(candidate - reference).max()) / scale
+        return "max |diff| / scale", value, value <= FLOAT32_TOLERANCE
+    norms = np.linalg.norm(reference, axis=1) * np.linalg.norm(candidate, axis=1)
+    value = float(((reference * candidate).sum(1) / np.maximum(norms, 1e-12)).min())
+    return "min cosine", value, value >= MIN_COSINE[precision]
+
+
+def probe_check(encoder, reference_run, fused_run, precision, name="fused inference graph", fallback="Keras graph"):
+    """Whether `fused_run` computes what `reference_run` does; warns if not.
+
+    Both run the probe batch and that batch repeated into one that takes
+    the fused graph's large-batch kernels (`onednn.FUSED_LAYER_NORM_MIN_ROWS`);
+    `divergence` against the gate of `precision` decides. `name` and
+    `fallback` name the checked path and what serves instead in the warning.
+    """
+    token_ids, mask = probe_batch(encoder)
+    reference = np.asarray(reference_run(token_ids, mask))
+    repeat = -(-onednn.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
+    large = np.asarray(fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))))
+    candidate = np.concatenate([np.asarray(fused_run(token_ids, mask)), large])
+    reference = np.concatenate([reference, np.tile(reference, (repeat, 1))])
+    measure, value, passed = divergence(reference, candidate, precision)
+    if not passed:
+        warnings.warn(
+            f"The {name} of {encoder.name!r} in {precision} "
+            f"diverges from the Keras graph ({measure} = {value:.3g} on the probe "
+            f"batch); using the {fallback} instead.",
+            stacklevel=4,
+        )
+    return passed
+
+
+class VerdictTable:
+    """The self-check verdicts of one engine: `(route name, precision) -> bool`, each checked once.
+
+    Args:
+        encoder: the `SentenceEncoder` whose routes are checked.
+        host: the `hardware.Host` the verdicts hold for (part of the on-disk key).
+
+    Example:
+    ```python
+    table = VerdictTable(encoder, host)
+    table.verdict("fused", "bfloat16", check)  # runs `check()` once, then remembers
+    table.get("fused", "bfloat16")  # True / False, or None before the check
+    ```
+    """
+
+    def __init__(self, encoder, host=None):
+        self.cache = cold_start.VerdictCache(encoder, host)
+        self._verdicts = {}
+
+    def get(self, name, precision):
+        """The verdict of route `name` in `precision` in this process, or None if not checked yet."""
+        return self._verdicts.get((name, precision))
+
+    def verdict(self, name, precision, check):
+        """Whether route `name` passes in `precision`: remembered, stored on disk, or `check()` now.
+
+        Args:
+            name: str. The route's name (the key on disk, e.g. `"fused"`).
+            precision: str.
+            check: callable returning whether the route passes (it warns when not).
+        """
+        key = (name, precision)
+        if key not in self._verdicts:
+            self._verdicts[key] = self.cache.verdict(name, precision, check)
+        return self._verdicts[key]

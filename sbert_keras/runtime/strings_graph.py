@@ -1,0 +1,64 @@
+"""Strings in, vectors out, in one graph call: how a few texts (a query) run.
+
+A query pays per graph call, so tokenising, padding, the forward pass and
+the check for changed weights (`FusedWeights.changed`) run as one
+`tf.function` (`strings_function`). `StringsFunctions` keeps one concrete
+function per forward pass, sequence length (tokenising bakes it in) and
+the weights it checks: calling a concrete function skips `tf.function`'s
+argument binding (hashing its captures), which a few-millisecond query
+would notice.
+"""
+
+import tensorflow as tf
+
+
+def strings_function(preprocessor, run, changed=None):
+    """A `tf.function`: strings -> `(run` of the padded token ids, number truncated, changed).
+
+    Args:
+        preprocessor: a `SentenceEncoderPreprocessor`.
+        run: callable `(token_ids, padding_mask)` -> tensor, traced into the graph.
+        changed: None, or a function returning a boolean tensor (e.g.
+            `FusedWeights.changed`), computed in the same graph call.
+    """
+    pad_id = preprocessor.tokenizer.pad_token_id
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def embed(texts):
+        ids, truncated = preprocessor.ragged_token_ids(texts)
+        token_ids = tf.cast(ids.to_tensor(pad_id), tf.int32)
+        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1], tf.int32)
+        stale = tf.constant(False) if changed is None else changed()
+        return run(token_ids, mask), tf.reduce_sum(tf.cast(truncated, tf.int32)), stale
+
+    return embed
+
+
+class StringsFunctions:
+    """Concrete `strings_function`s of one preprocessor, one per `(run, sequence length, weights)`.
+
+    Args:
+        preprocessor: a `SentenceEncoderPreprocessor`.
+
+    Example:
+    ```python
+    embed = StringsFunctions(preprocessor).get(run, [weights])
+    pooled, num_truncated, changed = embed(tf.constant(["a query"]))
+    ```
+    """
+
+    def __init__(self, preprocessor):
+        self.preprocessor = preprocessor
+        self._functions = {}
+
+    def get(self, run, weights=()):
+        """The concrete strings function of `run`; `weights` (`FusedWeights`) are checked for changes in it."""
+        key = (run, self.preprocessor.sequence_length, *weights)
+        if key not in self._functions:
+            changed = (lambda: weights[0].changed(others=weights[1:])) if weights else None
+            self._functions[key] = strings_function(self.preprocessor, run, changed).get_concrete_function()
+        return self._functions[key]
+
+    def drop(self, run):
+        """Forgets the functions of `run` (a forward pass traced for weights that are gone)."""
+        self._functions = {k: f for k, f in self._functions.items() if k[0] is not run}
