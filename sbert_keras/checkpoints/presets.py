@@ -3,7 +3,7 @@
 `load_preset` (the body of `from_preset`) sends a preset to one loader: a
 `.keras` file or a finished `sbert-keras train` folder (`keras_files`); a
 KerasHub preset folder written by `encoder.save_to_preset` (its `task.json`,
-read by `kerashub_adapter.load_saved_task`); a Hugging Face /
+read by `compat.keras_hub.load_saved_task`); a Hugging Face /
 sentence-transformers folder (converted here); any other KerasHub preset
 (KerasHub's `Backbone.from_preset` and `Tokenizer.from_preset`).
 
@@ -41,7 +41,7 @@ They do part of this job, and not with the result a sentence encoder needs:
 
 So this module converts such folders itself, without touching KerasHub
 internals (the block sublayers it fills are read through
-`kerashub_adapter.block_parts`):
+`compat.keras_hub.block_parts`):
 
 - the vocabulary (and BPE merges) come from `vocab.txt` /
   `vocab.json` + `merges.txt`, or else from `tokenizer.json`, and are handed
