@@ -535,5 +535,5 @@ def test_a_moved_preset_loader_name_fails_naming_it(tmp_path, monkeypatch):
 
     tiny_encoder().save_to_preset(tmp_path / "preset")
     monkeypatch.delattr(preset_utils, "get_preset_loader")
-    with pytest.raises(AttributeError, match=r"preset_utils\.get_preset_loader is missing .*kerashub_adapter\.py"):
+    with pytest.raises(AttributeError, match=r"preset_utils\.get_preset_loader is missing .*compat/keras_hub\.py"):
         SentenceEncoder.from_preset(tmp_path / "preset")
