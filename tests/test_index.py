@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -223,7 +224,6 @@ def test_save_refuses_to_replace_without_overwrite(tmp_path, corpus):
 def write_shards(folder, ids, embeddings, shards=2):
     """An `embed-corpus` output folder: Parquet shards (`id`, `embedding`) and the completion marker."""
     pa = pytest.importorskip("pyarrow")
-    pytest.importorskip("apache_beam")
     import pyarrow.parquet as pq
 
     folder.mkdir()
@@ -254,6 +254,16 @@ def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
     args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb.npy"), "--output", str(tmp_path / "o2")])
     assert index_lib.run_build(args)["count"] == 50
     assert EmbeddingIndex.load(str(tmp_path / "o2")).search(corpus[7], 1)[0].tolist() == [["7"]]
+
+
+def test_from_parquet_needs_no_apache_beam(tmp_path, corpus, monkeypatch):
+    ids = [f"line-{i}" for i in range(20)]
+    write_shards(tmp_path / "emb", ids, corpus[:20], shards=2)
+    # As if apache-beam were not installed: importing it (or the Beam integration) now fails.
+    monkeypatch.setitem(sys.modules, "apache_beam", None)
+    monkeypatch.setitem(sys.modules, "sbert_keras.integrations.beam", None)
+    index = EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    assert index.search(corpus[7], 1)[0].tolist() == [["line-7"]]
 
 
 def test_cli_search_prints_hits_per_query(tmp_path, corpus):

@@ -44,6 +44,7 @@ import os
 import numpy as np
 
 from sbert_keras.data import readers as data
+from sbert_keras.data.embedding_shards import read_embeddings
 from sbert_keras.retrieval.index_files import KINDS
 from sbert_keras.retrieval.index_files import QUANTIZED_KINDS
 from sbert_keras.retrieval.index_files import estimated_bytes
@@ -51,6 +52,7 @@ from sbert_keras.retrieval.index_files import read_folder
 from sbert_keras.retrieval.index_files import write_folder
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
+from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_finite
 from sbert_keras.utils.checks import check_positive_int
 
@@ -60,7 +62,6 @@ except ImportError:  # the optional `sbert_keras[index]` extra
     faiss = None
 
 DEFAULTS = dict(hnsw_m=32, ef_construction=128, ef_search=32, nlist=None, nprobe=16, rescore_multiplier=None)
-EPSILON = 1e-12
 RESCORE_CHUNK = 64  # queries rescored at once: bounds the gathered candidate rows
 # Cosines of unit vectors lie in [-1, 1]; float32 rounding stays far inside this margin.
 SCORE_TOLERANCE = 1e-3
@@ -85,8 +86,7 @@ def _normalized(x, name, dim=None):
     if dim is not None and x.shape[1] != dim and len(x):
         raise ValueError(f"`{name}` has dimension {x.shape[1]}, the index has {dim}.")
     check_finite(x, name)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.ascontiguousarray(x / np.maximum(norms, EPSILON), dtype=np.float32)
+    return np.ascontiguousarray(l2_normalize(x, axis=1))
 
 
 def _string_ids(ids, n):
@@ -303,12 +303,10 @@ class EmbeddingIndex:
 def read_parquet_embeddings(directory):
     """`(ids, embeddings)` of an `embed-corpus` output folder: `sbert_keras.data.embedding_shards.read_embeddings`.
 
-    Raises `FileNotFoundError` (no folder), `outputs.IncompleteOutputError` (unfinished run), or
-    `ValueError` naming a missing shard (with the expected and found row counts) or a shard of
-    another dimension.
+    Needs pyarrow, not Apache Beam. Raises `ImportError` (no pyarrow), `FileNotFoundError` (no folder),
+    `outputs.IncompleteOutputError` (unfinished run), or `ValueError` naming a missing shard (with the
+    expected and found row counts) or a shard of another dimension.
     """
-    from sbert_keras.data.embedding_shards import read_embeddings  # optional: needs the `beam` extra (pyarrow)
-
     return read_embeddings(directory)
 
 

@@ -40,6 +40,7 @@ from sbert_keras.training.pipelines import siamese_dataset
 from sbert_keras.training.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
 from sbert_keras.training.schedules import check_optimizer_settings
 from sbert_keras.training.schedules import paper_optimizer
+from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CLIP_NORM
 from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
 from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
@@ -48,15 +49,8 @@ from sbert_keras.utils.defaults import PAPER_WARMUP_FRACTION
 from sbert_keras.utils.defaults import WEIGHT_DECAY
 
 
-def check_positive_int(value, name):
-    """Raises a `ValueError` naming `name` unless `value` is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1; received {value!r}.")
-    return int(value)
-
-
 def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAPER_WARMUP_FRACTION):
-    """Raises a `ValueError` naming the first bad training hyperparameter.
+    """Raises a `ValueError` (a `TypeError` for a count that is no integer) naming the first bad hyperparameter.
 
     Args:
         epochs: int >= 1.
