@@ -37,6 +37,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from sbert_keras.compat import keras_training
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
 
@@ -165,7 +166,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
             self.history = {}
             self.discard(f"its weights cannot be read ({type(error).__name__}: {error}); starting fresh")
             return
-        self.model._initial_epoch = state["epoch"]
+        keras_training.set_initial_epoch(self.model, state["epoch"])
         self._current_epoch = state["epoch"]
 
     def on_epoch_begin(self, epoch, logs=None):

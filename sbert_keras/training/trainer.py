@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras.compat import keras_training
 from sbert_keras.data import readers as data
 from sbert_keras.evaluation.evaluators import EvaluationCallback
 from sbert_keras.losses import replicas
@@ -348,7 +349,7 @@ def train_objective(
         warnings.filterwarnings("ignore", message="Your input ran out of data")
         for fit_data, fit_epochs in fits:
             history = model.fit(fit_data, epochs=fit_epochs, callbacks=all_callbacks, verbose=verbose, shuffle=False)
-    model._initial_epoch = None  # Keras would start a later `fit` at the restored epoch.
+    keras_training.set_initial_epoch(model, None)  # Keras would start a later `fit` at the restored epoch.
     if backup is not None:
         history.history = backup.history
         history.epoch = list(range(len(next(iter(backup.history.values()), []))))
