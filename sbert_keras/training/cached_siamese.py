@@ -76,7 +76,7 @@ import tensorflow as tf
 from keras import ops
 
 from sbert_keras.compat.keras_training import CHECKED_KERAS_VERSION  # noqa: F401 (public here too)
-from sbert_keras.losses.pairwise_and_batch import SymmetricInBatchNegativesLoss
+from sbert_keras.losses.in_batch import SymmetricInBatchNegativesLoss
 from sbert_keras.training.siamese import ContrastiveSiamese
 from sbert_keras.utils.defaults import IN_BATCH_SCALE
 
