@@ -7,7 +7,9 @@ training must forget the strategy a model was built under
 (keras-team/keras#20329); a custom `train_step` updates the running "loss"
 of `fit`'s logs (`Trainer._loss_tracker`) and computes the loss through
 `Trainer._compute_loss`, as Keras' own TensorFlow `train_step` does, and
-unscales it as Keras does under a distribution strategy. Each function below
+unscales it as Keras does under a distribution strategy. A subclass of
+`keras.callbacks.BackupAndRestore` reuses its step counting
+(`_should_save_on_batch`, `_last_batch_seen`). Each function below
 does one of these and was checked against **Keras 3.15.1**
 (`CHECKED_KERAS_VERSION`). When an upgrade removes an attribute, it raises
 an `AttributeError` naming it and that version, and the tests of training
@@ -93,6 +95,34 @@ def compute_loss(model, x, y, y_pred, sample_weight=None, training=True):
     """
     _require(model, "_compute_loss")
     return model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+
+
+def backup_saves_after_batch(callback, batch):
+    """Whether a `keras.callbacks.BackupAndRestore` saves after `batch`, counting it as seen.
+
+    Keras' private `BackupAndRestore._should_save_on_batch`, which counts
+    the batches since the last save against `save_freq` (checked against
+    Keras 3.15.1).
+
+    Args:
+        callback: keras.callbacks.BackupAndRestore. The backup callback.
+        batch: int. The index of the batch just done, in its epoch.
+    """
+    _require(callback, "_should_save_on_batch")
+    return callback._should_save_on_batch(batch)
+
+
+def restart_backup_batch_count(callback):
+    """Tells a `keras.callbacks.BackupAndRestore` that a new epoch starts at batch 0.
+
+    Writes Keras' private `BackupAndRestore._last_batch_seen` (checked
+    against Keras 3.15.1).
+
+    Args:
+        callback: keras.callbacks.BackupAndRestore. The backup callback.
+    """
+    _require(callback, "_last_batch_seen")
+    callback._last_batch_seen = 0
 
 
 def unscale_loss_for_distribution(loss):

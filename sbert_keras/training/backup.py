@@ -173,13 +173,13 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         self._current_epoch = epoch  # Keras leaves 0 here after a resume.
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._should_save_on_batch(batch):
+        if keras_training.backup_saves_after_batch(self, batch):
             self._save(self._current_epoch, self.steps_done + batch + 1)
 
     def on_epoch_end(self, epoch, logs=None):
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(float(value))
-        self._last_batch_seen = 0
+        keras_training.restart_backup_batch_count(self)
         self.steps_done = 0
         self._save(epoch + 1, 0)
 
