@@ -21,11 +21,11 @@ import math
 import os
 
 from sbert_keras.checkpoints.keras_files import load_keras_encoder
+from sbert_keras.cli import index_commands
 from sbert_keras.data import readers as data
 from sbert_keras.encoder import SentenceEncoder
 from sbert_keras.evaluation import evaluators as evaluation
 from sbert_keras.evaluation import retrieval_evaluation
-from sbert_keras.retrieval import index
 from sbert_keras.retrieval.semantic_search import cluster
 from sbert_keras.retrieval.semantic_search import semantic_search
 from sbert_keras.runtime.export import export_saved_model
@@ -256,8 +256,8 @@ def cmd_export(args):
 def cmd_index(args):
     """`index build` (a summary) or `index search` (one result per query, printed as JSON lines by `main`)."""
     if args.index_command == "build":
-        return index.run_build(args)
-    return index.run_search(args, load_encoder)
+        return index_commands.run_build(args)
+    return index_commands.run_search(args, load_encoder)
 
 
 def cmd_mine_negatives(args):

@@ -18,7 +18,7 @@ import math
 import sys
 import zipfile
 
-from sbert_keras.retrieval import index
+from sbert_keras.cli import index_commands
 from sbert_keras.utils import console
 from sbert_keras.utils import defaults
 from sbert_keras.utils.checks import check_positive_int
@@ -312,7 +312,7 @@ def build_parser():
 
     p = sub.add_parser("index", help="build or search an approximate-nearest-neighbour index (faiss)")
     p.set_defaults(fn=COMMANDS["index"])
-    index.add_arguments(p)
+    index_commands.add_arguments(p)
 
     # Parsed by `embed_corpus_args` (apache-beam is optional); listed here for --help.
     sub.add_parser("embed-corpus", help=EMBED_CORPUS_HELP, add_help=False)
