@@ -51,7 +51,7 @@ from sbert_keras.utils.defaults import WEIGHT_DECAY
 
 
 def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAPER_WARMUP_FRACTION):
-    """Raises a `ValueError` (a `TypeError` for a count that is no integer) naming the first bad hyperparameter.
+    """Raises a `ValueError` naming the first bad training hyperparameter.
 
     Args:
         epochs: int >= 1.
