@@ -24,7 +24,7 @@ Example:
 ```python
 model = RegressionSiamese(encoder)
 model.compile()
-model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.readers.scale_sts_score` ...
+model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.scale_sts_score` ...
 ```
 """
 
