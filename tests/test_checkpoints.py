@@ -23,7 +23,7 @@ from sbert_keras import SentenceEncoder
 from sbert_keras.checkpoints.presets import CorruptModelError
 from sbert_keras.checkpoints.presets import PresetUnavailableError
 from sbert_keras.checkpoints.presets import read_sentence_transformers_settings
-from sbert_keras.cli.parser import load_encoder
+from sbert_keras.cli.commands import load_encoder
 from sbert_keras.runtime import fused_graph
 from sbert_keras.utils import atomic_io as outputs
 from test_st_modules import write_dense

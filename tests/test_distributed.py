@@ -26,8 +26,8 @@ from sbert_keras.cli import parser as cli
 from sbert_keras.data.examples import SentencePairs
 from sbert_keras.data.examples import Triplets
 from sbert_keras.losses import replicas
+from sbert_keras.losses.in_batch import InBatchNegativesLoss
 from sbert_keras.losses.matryoshka import MatryoshkaLoss
-from sbert_keras.losses.sentence_bert import InBatchNegativesLoss
 from sbert_keras.training import distributed
 from sbert_keras.training import objectives
 from sbert_keras.training import trainer as training

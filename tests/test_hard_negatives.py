@@ -197,5 +197,8 @@ def test_read_pairs_csv(tmp_path):
     with pytest.raises(data.DataFormatError, match="pairs.csv, line 1: header"):
         hn.read_pairs_csv(path)
     path.write_text("anchor,positive\nx,y\nz,\n")
-    with pytest.raises(data.DataFormatError, match="pairs.csv, line 3: expected non-empty fields"):
+    with pytest.raises(data.DataFormatError, match="pairs.csv, line 3: empty positive field"):
+        hn.read_pairs_csv(path)
+    path.write_text("anchor,positive\nx,y\n\nz\n")
+    with pytest.raises(data.DataFormatError, match="pairs.csv, line 4: expected at least 2 fields, found 1"):
         hn.read_pairs_csv(path)

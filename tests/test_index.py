@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ faiss = pytest.importorskip("faiss")
 from conftest import ROOT  # noqa: E402
 from harness import run_cli_on_small_disk  # noqa: E402
 from harness import small_disk_available  # noqa: E402
+from sbert_keras.cli import index_commands  # noqa: E402
 from sbert_keras.retrieval import index as index_lib  # noqa: E402
 from sbert_keras.retrieval import index_files  # noqa: E402
 from sbert_keras.retrieval.index import EmbeddingIndex  # noqa: E402
@@ -223,7 +225,6 @@ def test_save_refuses_to_replace_without_overwrite(tmp_path, corpus):
 def write_shards(folder, ids, embeddings, shards=2):
     """An `embed-corpus` output folder: Parquet shards (`id`, `embedding`) and the completion marker."""
     pa = pytest.importorskip("pyarrow")
-    pytest.importorskip("apache_beam")
     import pyarrow.parquet as pq
 
     folder.mkdir()
@@ -242,9 +243,9 @@ def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
     index = EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
     assert index.search(corpus[42], 1)[0].tolist() == [["line-42"]]
     parser = argparse.ArgumentParser()
-    index_lib.add_arguments(parser)
+    index_commands.add_arguments(parser)
     args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb"), "--output", str(tmp_path / "out")])
-    summary = index_lib.run_build(args)
+    summary = index_commands.run_build(args)
     assert summary["count"] == 300 and summary["dim"] == DIM and summary["kind"] == "hnsw"
     assert EmbeddingIndex.load(str(tmp_path / "out")).search(corpus[42], 1)[0].tolist() == [["line-42"]]
     (tmp_path / "unfinished").mkdir()
@@ -252,8 +253,18 @@ def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
         index_lib.read_parquet_embeddings(str(tmp_path / "unfinished"))
     np.save(tmp_path / "emb.npy", corpus[:50])  # `sbert-keras encode` output: ids are row numbers
     args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb.npy"), "--output", str(tmp_path / "o2")])
-    assert index_lib.run_build(args)["count"] == 50
+    assert index_commands.run_build(args)["count"] == 50
     assert EmbeddingIndex.load(str(tmp_path / "o2")).search(corpus[7], 1)[0].tolist() == [["7"]]
+
+
+def test_from_parquet_needs_no_apache_beam(tmp_path, corpus, monkeypatch):
+    ids = [f"line-{i}" for i in range(20)]
+    write_shards(tmp_path / "emb", ids, corpus[:20], shards=2)
+    # As if apache-beam were not installed: importing it (or the Beam integration) now fails.
+    monkeypatch.setitem(sys.modules, "apache_beam", None)
+    monkeypatch.setitem(sys.modules, "sbert_keras.integrations.beam", None)
+    index = EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
+    assert index.search(corpus[7], 1)[0].tolist() == [["line-7"]]
 
 
 def test_cli_search_prints_hits_per_query(tmp_path, corpus):
@@ -265,14 +276,14 @@ def test_cli_search_prints_hits_per_query(tmp_path, corpus):
             return corpus[[int(t) for t in texts]]
 
     parser = argparse.ArgumentParser()
-    index_lib.add_arguments(parser)
+    index_commands.add_arguments(parser)
     argv = ["search", "--index", str(tmp_path / "idx"), "--model", "m", "--query", "5", "--query", "9", "--top-k", "2"]
-    lines = index_lib.run_search(parser.parse_args(argv), lambda spec: (Encoder(), None))
+    lines = index_commands.run_search(parser.parse_args(argv), lambda spec: (Encoder(), None))
     assert [line["query"] for line in lines] == ["5", "9"]
     assert [line["hits"][0]["id"] for line in lines] == ["doc5", "doc9"]
     assert len(lines[0]["hits"]) == 2 and lines[0]["hits"][0]["score"] == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError, match="--top-k"):
-        index_lib.run_search(parser.parse_args(argv[:-1] + ["0"]), lambda spec: (Encoder(), None))
+        index_commands.run_search(parser.parse_args(argv[:-1] + ["0"]), lambda spec: (Encoder(), None))
 
 
 def test_missing_or_short_shard_is_an_error_naming_it_and_the_row_counts(tmp_path, corpus):
@@ -285,10 +296,10 @@ def test_missing_or_short_shard_is_an_error_naming_it_and_the_row_counts(tmp_pat
     with pytest.raises(ValueError, match=expected):
         EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
     parser = argparse.ArgumentParser()
-    index_lib.add_arguments(parser)
+    index_commands.add_arguments(parser)
     args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb"), "--output", str(tmp_path / "out")])
     with pytest.raises(ValueError, match=expected):
-        index_lib.run_build(args)
+        index_commands.run_build(args)
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
     pq.write_table(kept.slice(0, 10), second)  # a shard with fewer rows than written
     with pytest.raises(ValueError, match="records 300 rows, the listed shards hold 160"):

@@ -8,7 +8,7 @@ from harness import dtype_policy
 from harness import run_serialization_test
 from sbert_keras import InBatchNegativesLoss
 from sbert_keras import TripletLoss
-from sbert_keras.losses.sentence_bert import triplet_settings
+from sbert_keras.losses.triplet import triplet_settings
 from sbert_keras.utils import defaults
 
 

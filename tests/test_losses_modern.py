@@ -21,8 +21,8 @@ from sbert_keras import MSEDistillationLoss
 from sbert_keras import OnlineContrastiveLoss
 from sbert_keras import RegressionSiamese
 from sbert_keras import SymmetricInBatchNegativesLoss
-from sbert_keras.losses.pairwise_and_batch import angle_similarity
-from sbert_keras.losses.pairwise_and_batch import pairwise_distances
+from sbert_keras.losses.pair_scores import angle_similarity
+from sbert_keras.losses.triplet import pairwise_distances
 
 ST_PYTHON = pathlib.Path("/work/peers/st/bin/python")
 SQRT2 = np.sqrt(2.0)

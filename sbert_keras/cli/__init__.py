@@ -1,9 +1,14 @@
 """The `sbert-keras` command line: the parser, its commands, training, the demo and the notebooks' set-up.
 
 `parser` builds the argument parser and runs `main` (the console script
-`sbert-keras`); `commands` and `train` hold what each subcommand does;
-`demo` is `make demo`; `notebook_setup` the shared first cells of the
-notebooks. The parser's names are importable from `sbert_keras.cli` too.
+`sbert-keras`); `commands`, `train` and `index_commands` hold what each
+subcommand does; `demo` (with `demo_steps`) is `make demo`;
+`notebook_setup` the shared first cells of the notebooks. The parser's
+names are importable from `sbert_keras.cli` too.
+
+The parser and `index_commands` import no TensorFlow, so `sbert-keras --help`
+stays fast; `main` imports a command's module (`parser.COMMANDS`) once the
+arguments are parsed and TensorFlow's logging is set up.
 """
 
 from sbert_keras.cli.parser import EMBED_CORPUS_HELP

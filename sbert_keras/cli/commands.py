@@ -2,10 +2,11 @@
 
 Each takes the parsed `argparse.Namespace` of `sbert_keras.cli.parser` and returns
 the JSON-able result `main` prints. Inputs (flags, files, output folders)
-are checked before a model loads, so a bad one fails fast. TensorFlow and
-Keras are imported inside the commands, on purpose: `sbert-keras --help`
-and usage errors import no TensorFlow, and `main` sets TensorFlow's logging
-environment (`sbert_keras.utils.console`) before it is first imported.
+are checked before a model loads, so a bad one fails fast. This module
+imports TensorFlow (through the encoder): `sbert_keras.cli.parser.main`
+imports it only after it has parsed the arguments and set TensorFlow's
+logging environment (`sbert_keras.utils.console`), so `sbert-keras --help`
+and usage errors import no TensorFlow.
 
 Example:
 ```python
@@ -19,8 +20,17 @@ import dataclasses
 import math
 import os
 
+from sbert_keras.checkpoints.keras_files import load_keras_encoder
+from sbert_keras.cli import index_commands
 from sbert_keras.data import readers as data
-from sbert_keras.retrieval import index
+from sbert_keras.encoder import SentenceEncoder
+from sbert_keras.evaluation import evaluators as evaluation
+from sbert_keras.evaluation import retrieval_evaluation
+from sbert_keras.retrieval.semantic_search import cluster
+from sbert_keras.retrieval.semantic_search import semantic_search
+from sbert_keras.runtime.export import export_saved_model
+from sbert_keras.training import hard_negatives
+from sbert_keras.training.siamese import ClassificationSiamese
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import defaults
 from sbert_keras.utils.checks import check_positive_int
@@ -33,9 +43,6 @@ def load_encoder(spec, **kwargs):
     Returns `(encoder, siamese model or None)`; the loading and its errors
     (corrupt files, unreachable presets) are shared with `SentenceEncoder.from_preset`.
     """
-    from sbert_keras.checkpoints.keras_files import load_keras_encoder
-    from sbert_keras.encoder import SentenceEncoder
-
     if str(spec).endswith(".keras"):
         return load_keras_encoder(spec, SentenceEncoder, kwargs.get("sequence_length"))
     return SentenceEncoder.from_preset(spec, **kwargs), None
@@ -108,8 +115,6 @@ def read_lines(path):
 
 def evaluate_all(encoder, model=None, sts=None, triplets=None, nli=None, batch_size=defaults.ENCODE_BATCH_SIZE):
     """Runs each requested evaluation; returns one flat dict of metrics."""
-    from sbert_keras.evaluation import evaluators as evaluation
-
     metrics = {}
     if sts:
         pairs = read_examples(sts)
@@ -126,8 +131,6 @@ def evaluate_all(encoder, model=None, sts=None, triplets=None, nli=None, batch_s
             )
         )
     if nli:
-        from sbert_keras.training.siamese import ClassificationSiamese
-
         if not isinstance(model, ClassificationSiamese):
             raise ValueError(
                 "--nli needs a classification model (.keras saved by `sbert-keras train --objective classification`)."
@@ -148,8 +151,6 @@ def check_flag(value, flag, minimum=1):
 
 def cmd_evaluate(args):
     """Metrics of each given set: `--sts`, `--triplets`, `--nli` and `--ir` (a BEIR folder, `--split`)."""
-    from sbert_keras.evaluation import retrieval_evaluation
-
     if not (args.sts or args.triplets or args.nli or args.ir):
         raise SystemExit("evaluate: give at least one of --sts, --triplets, --nli, --ir")
     check_flag(args.batch_size, "--batch-size")
@@ -207,8 +208,6 @@ def read_nonempty_lines(path, flag):
 
 
 def cmd_search(args):
-    from sbert_keras.retrieval.semantic_search import semantic_search
-
     # Inputs first: a bad file fails before the model loads.
     batch_size = check_positive_int(args.batch_size, "--batch-size")
     corpus = read_nonempty_lines(args.corpus, "--corpus")
@@ -221,8 +220,6 @@ def cmd_search(args):
 
 
 def cmd_cluster(args):
-    from sbert_keras.retrieval.semantic_search import cluster
-
     batch_size = check_positive_int(args.batch_size, "--batch-size")
     texts = read_nonempty_lines(args.input, "--input")
     encoder, _ = load_encoder(args.model)
@@ -242,8 +239,6 @@ def cmd_cluster(args):
 
 def cmd_export(args):
     """Writes the SavedModel beside `--output`, then renames it (refuses to replace one)."""
-    from sbert_keras.runtime.export import export_saved_model
-
     outputs.prepare_dir(args.output, overwrite=args.overwrite)
     encoder = quantized(load_encoder(args.model)[0], args.quantize)
     options = prompt_options(args)
@@ -261,8 +256,8 @@ def cmd_export(args):
 def cmd_index(args):
     """`index build` (a summary) or `index search` (one result per query, printed as JSON lines by `main`)."""
     if args.index_command == "build":
-        return index.run_build(args)
-    return index.run_search(args, load_encoder)
+        return index_commands.run_build(args)
+    return index_commands.run_search(args, load_encoder)
 
 
 def cmd_mine_negatives(args):
@@ -270,8 +265,6 @@ def cmd_mine_negatives(args):
 
     Flags left out keep `mine_hard_negatives`' defaults (argparse leaves them unset).
     """
-    from sbert_keras.training import hard_negatives  # imports scikit-learn (via search): not for --help
-
     batch_size = check_flag(args.batch_size, "--batch-size")
     pairs = hard_negatives.read_pairs_csv(args.pairs)
     corpus = read_nonempty_lines(args.corpus, "--corpus") if args.corpus else None

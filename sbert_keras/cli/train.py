@@ -6,9 +6,10 @@ is checked against `--objective` before a model loads, the training file is
 read by the objective's reader (`cli_commands.read_examples`), and the run
 goes to `<output>.partial`, which resumes when interrupted, before it is
 renamed to `--output`. While it runs, `<output>.lock` (`output_lock`) holds
-its pid, and a second run into the same `--output` is refused. The training itself is `training.train_objective`;
-it and Keras are imported inside the command, as in `cli_commands`, so that
-`sbert-keras --help` imports no TensorFlow.
+its pid, and a second run into the same `--output` is refused. The training
+itself is `sbert_keras.training.trainer.train_objective`. Like
+`sbert_keras.cli.commands`, this module imports TensorFlow at its top, and
+`sbert_keras.cli.parser.main` imports it only when `train` runs.
 
 Example:
 ```python
@@ -27,11 +28,16 @@ import tempfile
 import time
 import warnings
 
+import keras
+
 from sbert_keras.cli.commands import check_flag
 from sbert_keras.cli.commands import evaluate_all
 from sbert_keras.cli.commands import load_encoder
 from sbert_keras.cli.commands import read_examples
 from sbert_keras.data import readers as data
+from sbert_keras.training import backup
+from sbert_keras.training import distributed
+from sbert_keras.training import trainer as training
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.output_lock import OutputLock
@@ -55,8 +61,6 @@ def cmd_train(args):
     policy for the run only: the caller's policy is restored afterwards
     (`main()` may run in a notebook or a test process).
     """
-    import keras  # lazily, like the other TensorFlow imports of the CLI
-
     previous = keras.config.dtype_policy()
     try:
         return train_command(args)
@@ -66,9 +70,6 @@ def cmd_train(args):
 
 def train_command(args):
     """The body of `cmd_train`, under the run's dtype policy."""
-    from sbert_keras.training import distributed
-    from sbert_keras.training import trainer as training
-
     # The strategy comes before any other TensorFlow op; the other workers train into a scratch folder.
     strategy = distributed.multi_worker_strategy() if getattr(args, "strategy", "none") == "multi-worker" else None
     if strategy is not None and not distributed.is_chief(strategy):
@@ -119,9 +120,6 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
         strategy: a `tf.distribute` strategy or None.
         model_kwargs: dict. `train_model_kwargs(args)`.
     """
-    from sbert_keras.training import backup
-    from sbert_keras.training import trainer as training
-
     outputs.prepare_dir(target, overwrite=args.overwrite)  # again, now that no other run can write it
     work = outputs.partial_dir(target)
     try:
@@ -223,5 +221,5 @@ def train_model_kwargs(args):
 
 
 def dev_is_sts(dev):
-
+    """Whether the dev examples are STS pairs (their score before training is reported too)."""
     return type(dev) is data.SentencePairs

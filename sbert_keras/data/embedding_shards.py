@@ -6,7 +6,8 @@
 the dimension (`dim`). `read_embeddings` holds the folder to that record: a
 missing or extra shard, a row count that differs, or a shard of another
 dimension is an error naming the file, never a silently smaller corpus.
-Needs pyarrow (the `beam` extra).
+Reading needs pyarrow only (installed with the `beam` extra), not
+Apache Beam; without it, `read_embeddings` raises an `ImportError` that says so.
 
 Example:
 ```python
@@ -20,11 +21,15 @@ import json
 import os
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from sbert_keras.utils import atomic_io as outputs
+
+try:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+except ImportError:  # optional: installed with the `beam` extra
+    pa = pc = pq = None
 
 SHARD_PREFIX = "part"
 SHARD_SUFFIX = ".parquet"
@@ -136,6 +141,8 @@ def read_embeddings(folder):
         ValueError: a shard missing, extra or unreadable, a row count or
             dimension other than `complete.json` records (naming the file).
     """
+    if pq is None:
+        raise ImportError("Reading Parquet embedding shards needs pyarrow (pip install pyarrow).")
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"No such embeddings folder: {folder}")

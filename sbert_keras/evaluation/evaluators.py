@@ -22,8 +22,8 @@ from sklearn.metrics import confusion_matrix
 from sklearn.model_selection import StratifiedKFold
 from sklearn.model_selection import cross_val_score
 
+from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
-from sbert_keras.utils.defaults import NORM_EPSILON as EPSILON
 
 # The figure reported in the SBERT paper for each task.
 PRIMARY_METRIC = {
@@ -56,12 +56,8 @@ def _encode_unique(encoder, columns, batch_size):
     return [vectors[[position[text] for text in column]] for column in columns]
 
 
-def _normalize(x):
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), EPSILON)
-
-
 def _cosine(u, v):
-    return np.sum(_normalize(u) * _normalize(v), axis=-1)
+    return np.sum(l2_normalize(u, dtype=np.float64) * l2_normalize(v, dtype=np.float64), axis=-1)
 
 
 def _euclidean(u, v):

@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from sbert_keras.losses.sentence_bert import ImpliedTargetLoss
+from sbert_keras.losses.base import ImpliedTargetLoss
 
 
 def gather_across_replicas(x):

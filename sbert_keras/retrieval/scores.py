@@ -18,9 +18,10 @@ sim = similarity_matrix(np.eye(3, dtype="float32"))
 import numpy as np
 from tqdm.auto import tqdm
 
+from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_finite
+from sbert_keras.utils.defaults import NORM_EPSILON as EPSILON  # noqa: F401 (public here too)
 
-EPSILON = 1e-12
 SCORE_FUNCTIONS = ("cosine", "dot")
 
 
@@ -42,9 +43,8 @@ def as_matrix(x, name):
 
 
 def normalize(x):
-    """Row-wise L2 normalisation of a float32 copy; zero rows stay zero."""
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.maximum(norms, EPSILON)).astype(np.float32)
+    """Row-wise L2 normalisation of a float32 copy; zero rows stay zero (`utils.arrays.l2_normalize`)."""
+    return l2_normalize(x, axis=1)
 
 
 def prepare(x, score_function):

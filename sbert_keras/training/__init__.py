@@ -13,9 +13,9 @@ mining, and `trainer` the `train_objective` run behind `sbert-keras train`.
 from sbert_keras.training.trainer import SET_VALUED_KEYS
 from sbert_keras.training.trainer import canonical_config
 from sbert_keras.training.trainer import check_hyperparameters
-from sbert_keras.training.trainer import check_positive_int
 from sbert_keras.training.trainer import data_hash
 from sbert_keras.training.trainer import dev_callback
 from sbert_keras.training.trainer import run_fingerprint
 from sbert_keras.training.trainer import seed_everything
 from sbert_keras.training.trainer import train_objective
+from sbert_keras.utils.checks import check_positive_int  # noqa: F401 (importable from here too)

@@ -37,6 +37,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from sbert_keras.compat import keras_training
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
 
@@ -165,20 +166,20 @@ class RunBackup(keras.callbacks.BackupAndRestore):
             self.history = {}
             self.discard(f"its weights cannot be read ({type(error).__name__}: {error}); starting fresh")
             return
-        self.model._initial_epoch = state["epoch"]
+        keras_training.set_initial_epoch(self.model, state["epoch"])
         self._current_epoch = state["epoch"]
 
     def on_epoch_begin(self, epoch, logs=None):
         self._current_epoch = epoch  # Keras leaves 0 here after a resume.
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._should_save_on_batch(batch):
+        if keras_training.backup_saves_after_batch(self, batch):
             self._save(self._current_epoch, self.steps_done + batch + 1)
 
     def on_epoch_end(self, epoch, logs=None):
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(float(value))
-        self._last_batch_seen = 0
+        keras_training.restart_backup_batch_count(self)
         self.steps_done = 0
         self._save(epoch + 1, 0)
 

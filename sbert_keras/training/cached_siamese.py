@@ -75,14 +75,11 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from sbert_keras.losses.pairwise_and_batch import SymmetricInBatchNegativesLoss
+from sbert_keras.compat.keras_training import CHECKED_KERAS_VERSION  # noqa: F401 (public here too)
+from sbert_keras.losses.in_batch import SymmetricInBatchNegativesLoss
 from sbert_keras.training.siamese import ContrastiveSiamese
 from sbert_keras.utils.defaults import IN_BATCH_SCALE
 
-# `train_step` updates Keras' private `Trainer._loss_tracker` (the "loss" of
-# `fit`'s logs), as Keras' own TensorFlow `train_step` does; checked against
-# this version (tests/test_cached_siamese.py fails if the logs lose "loss").
-CHECKED_KERAS_VERSION = "3.15.1"
 DEFAULT_MINI_BATCH_SIZE = 32
 # Pass 3 recomputes pass 1's embeddings; they must agree up to kernel
 # round-off (bit-identical on CPU). A dropout mask drawn anew moves them by

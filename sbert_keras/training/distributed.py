@@ -36,8 +36,10 @@ import time
 import tensorflow as tf
 from keras import ops
 
+from sbert_keras.compat import keras_training
+from sbert_keras.compat.keras_training import CHECKED_KERAS_VERSION  # noqa: F401 (public here too)
+
 TF_CONFIG = "TF_CONFIG"
-CHECKED_KERAS_VERSION = "3.15.1"
 
 
 def tf_config(workers, index):
@@ -132,14 +134,15 @@ def prepare_model(model):
 
     Two Keras bugs stop `fit` with one replica per worker, and both are
     worked around here, on this model only (checked against Keras
-    `CHECKED_KERAS_VERSION`; `tests/test_distributed.py` compares the run
-    with one process, so a Keras that changes them fails there):
+    `CHECKED_KERAS_VERSION`, through `sbert_keras.compat.keras_training`;
+    `tests/test_distributed.py` compares the run with one process, so a
+    Keras that changes them fails there):
 
     - keras-team/keras#20329: before the first step Keras averages an input
       batch across replicas to build the model, which fails on the siamese
       models' dict inputs. The model is built already (under the scope), so
-      Keras is told it was made outside one (`model._distribute_strategy =
-      None`) and takes the strategy from the scope `fit` runs in.
+      Keras is told it was made outside one (`forget_distribute_strategy`)
+      and takes the strategy from the scope `fit` runs in.
     - tensorflow/tensorflow#72388: Keras averages each step's logs across
       workers along axis 0, which fails on scalars. The logs are returned
       with shape `(1,)`; the average over workers is a scalar again.
@@ -148,14 +151,14 @@ def prepare_model(model):
     running mean losses, each over its own rows, which differs from the
     mean over all rows once a global batch has split unevenly; the logged
     `loss` is the loss tracker's total and count summed over replicas
-    (Keras's private `_loss_tracker`, a `keras.metrics.Mean`).
+    (Keras's private loss tracker, a `keras.metrics.Mean`).
 
     Call it after `compile`, and call `fit` under `strategy.scope()`.
     Without a multi-worker strategy (scope) it changes nothing. Returns `model`.
     """
     if not isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
         return model
-    model._distribute_strategy = None  # keras-team/keras#20329
+    keras_training.forget_distribute_strategy(model)  # keras-team/keras#20329
     model.train_function = model.test_function = None  # rebuilt with the steps below
     for name in ("train_step", "test_step"):
         step = getattr(type(model), name).__get__(model)
@@ -167,7 +170,7 @@ def _rank_one_logs(model, step):
     def wrapped(data):
         logs = dict(step(data))
         context = tf.distribute.get_replica_context()
-        tracker = getattr(model, "_loss_tracker", None)
+        tracker = keras_training.loss_tracker(model)
         if "loss" in logs and tracker is not None and context is not None:
             total, count = (
                 context.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(v.value))

@@ -24,7 +24,7 @@ Example:
 ```python
 model = RegressionSiamese(encoder)
 model.compile()
-model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.readers.scale_sts_score` ...
+model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.scale_sts_score` ...
 ```
 """
 
@@ -35,7 +35,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops
-from keras.src.losses.loss import unscale_loss_for_distribution
+
+from sbert_keras.compat import keras_training
 
 # Logs of a train step read and removed by the checked train function.
 STEP_LOGS = ("step_check", "step_loss", "step_label_min", "step_label_max")
@@ -325,10 +326,10 @@ class CheckedTraining:
         y_loss = y if spec is None or y is None else ops.where(spec.ok(y), y, ops.cast(spec.safe, y.dtype))
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = self._compute_loss(x=x, y=y_loss, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            loss = keras_training.compute_loss(self, x, y_loss, y_pred, sample_weight, training=True)
             scaled = loss if self.optimizer is None else self.optimizer.scale_loss(loss)
         gradients = tape.gradient(scaled, self.trainable_weights)
-        tracked = unscale_loss_for_distribution(loss)
+        tracked = keras_training.unscale_loss_for_distribution(loss)
         return self.apply_checked_step(x, y, y_pred, sample_weight, loss, gradients, tracked)
 
     def apply_checked_step(self, x, y, y_pred, sample_weight, loss, gradients, tracked_loss):
@@ -345,5 +346,5 @@ class CheckedTraining:
         ok, step_logs = step_check(loss, gradients, y, self.label_range(), check_gradients)
         apply_if(ok, self.optimizer, gradients, self.trainable_weights)
         batch = tf.shape(next(v for v in tf.nest.flatten(x) if v is not None))[0]
-        self._loss_tracker.update_state(ops.where(ok, tracked_loss, math.nan), sample_weight=batch)
+        keras_training.loss_tracker(self).update_state(ops.where(ok, tracked_loss, math.nan), sample_weight=batch)
         return {**self.compute_metrics(x, y, y_pred, sample_weight=sample_weight), **step_logs}

@@ -37,15 +37,14 @@ import os
 import numpy as np
 from tqdm.auto import tqdm
 
-from sbert_keras.data.readers import DataFormatError
 from sbert_keras.data.readers import Triplets
-from sbert_keras.data.readers import iter_text_lines
+from sbert_keras.data.readers import iter_csv_columns
 from sbert_keras.retrieval.semantic_search import semantic_search
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.checks import check_text_list
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
-from sbert_keras.utils.defaults import NORM_EPSILON
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +103,8 @@ def _check_window(range_min, range_max, num_negatives, filtered, max_positives):
 
 
 def _unit(x):
-    x = np.asarray(x, dtype="float32").reshape(len(x), -1)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), NORM_EPSILON)
+    """`x` as float32 rows `(n, dim)`, L2-normalised."""
+    return l2_normalize(np.asarray(x, dtype="float32").reshape(len(x), -1))
 
 
 def _keep(score, positive_score, margin, relative_margin, max_score, min_score):
@@ -309,8 +308,9 @@ def read_pairs_csv(path):
         `data.Triplets` with anchors and positives and `negative=None`.
 
     Raises:
-        DataFormatError: no usable header, a short row or an empty field,
-            naming the file and line.
+        sbert_keras.data.readers.DataFormatError: no usable header, a short
+            row, an empty field or invalid CSV, naming the file and line
+            (`sbert_keras.data.readers.iter_csv_columns` reads the file).
 
     Example:
     ```python
@@ -318,24 +318,5 @@ def read_pairs_csv(path):
     mined = mine_hard_negatives(encoder, pairs.anchor, pairs.positive)
     ```
     """
-    lines = (line for _, line in iter_text_lines(path, skip_empty=False, keep_ends=True))
-    reader = csv.reader(lines)
-    header = [name.strip().lower() for name in next(reader, None) or []]
-    columns = next(([header.index(n) for n in names] for names in PAIR_HEADERS if set(names) <= set(header)), None)
-    if columns is None:
-        expected = " or ".join(",".join(names) for names in PAIR_HEADERS)
-        raise DataFormatError(path, 1, f"header {header} lacks the columns {expected}")
-    anchors, positives = [], []
-    row_start = reader.line_num + 1
-    try:
-        for row in reader:
-            line_number, row_start = row_start, reader.line_num + 1
-            if not row:
-                continue
-            if len(row) <= max(columns) or not all(row[i].strip() for i in columns):
-                raise DataFormatError(path, line_number, f"expected non-empty fields {columns}, found {row}")
-            anchors.append(row[columns[0]])
-            positives.append(row[columns[1]])
-    except csv.Error as error:
-        raise DataFormatError(path, row_start, f"invalid CSV ({error})") from None
-    return Triplets(anchors, positives)
+    rows = [values for _, values in iter_csv_columns(path, PAIR_HEADERS, ("anchor", "positive"))]
+    return Triplets([row[0] for row in rows], [row[1] for row in rows])

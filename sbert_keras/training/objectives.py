@@ -5,7 +5,7 @@ trains on (`objective_inputs`, which checks them first and names the first
 bad item), the model wrapping the shared encoder (`build_model`) and its
 loss. `sbert_keras.training.trainer` runs the loop around them. The models and
 losses are the package's own (`siamese`, `cached_siamese`,
-`embedding_models`, `losses_modern`); this module only chooses.
+`single_text_models`, `sbert_keras.losses`); this module only chooses.
 
 | objective | examples | model | loss |
 |---|---|---|---|
@@ -31,8 +31,8 @@ import warnings
 import numpy as np
 
 from sbert_keras.data import readers as data
-from sbert_keras.losses.pairwise_and_batch import CoSENTLoss
-from sbert_keras.losses.pairwise_and_batch import OnlineContrastiveLoss
+from sbert_keras.losses.pair_scores import CoSENTLoss
+from sbert_keras.losses.pair_scores import OnlineContrastiveLoss
 from sbert_keras.training import fit_checks
 from sbert_keras.training import siamese
 from sbert_keras.training.cached_siamese import CachedContrastiveSiamese

@@ -16,15 +16,15 @@ import keras_hub
 from keras import ops
 
 from sbert_keras.encoder import restore_compile
+from sbert_keras.losses.in_batch import InBatchNegativesLoss
 from sbert_keras.losses.matryoshka import MatryoshkaLoss
 from sbert_keras.losses.matryoshka import MatryoshkaPrefixes
-from sbert_keras.losses.pairwise_and_batch import AnglELoss
-from sbert_keras.losses.pairwise_and_batch import CoSENTLoss
-from sbert_keras.losses.pairwise_and_batch import OnlineContrastiveLoss
+from sbert_keras.losses.pair_scores import AnglELoss
+from sbert_keras.losses.pair_scores import CoSENTLoss
+from sbert_keras.losses.pair_scores import OnlineContrastiveLoss
 from sbert_keras.losses.replicas import ReplicaGather
-from sbert_keras.losses.sentence_bert import InBatchNegativesLoss
-from sbert_keras.losses.sentence_bert import TripletLoss
-from sbert_keras.losses.sentence_bert import triplet_settings
+from sbert_keras.losses.triplet import TripletLoss
+from sbert_keras.losses.triplet import triplet_settings
 from sbert_keras.model.similarity import CosineSimilarity
 from sbert_keras.model.similarity import PairFeatures
 from sbert_keras.model.similarity import SimilarityMatrix
@@ -195,7 +195,7 @@ class RegressionSiamese(SiameseModel):
         if isinstance(loss, (CoSENTLoss, AnglELoss)):
             return LabelRange("finite similarity scores")
         if getattr(loss, "fn", loss) is keras.losses.mean_squared_error and self.pair_output == "cosine":
-            hint = "Scale 0-5 STS scores first: `sbert_keras.data.readers.scale_sts_score(scores)`."
+            hint = "Scale 0-5 STS scores first: `sbert_keras.data.scale_sts_score(scores)`."
             return LabelRange("cosine targets in [-1, 1]", -1, 1, hint=hint)
         return None
 

@@ -26,12 +26,12 @@ model.fit(texts, class_ids, batch_size=32)
 import keras
 from keras import ops
 
+from sbert_keras.losses.distillation import MSEDistillationLoss
 from sbert_keras.losses.matryoshka import MatryoshkaLoss
 from sbert_keras.losses.matryoshka import _check_dims
 from sbert_keras.losses.matryoshka import _check_fits
-from sbert_keras.losses.pairwise_and_batch import BATCH_HARD_MARGIN
-from sbert_keras.losses.pairwise_and_batch import BatchHardTripletLoss
-from sbert_keras.losses.pairwise_and_batch import MSEDistillationLoss
+from sbert_keras.losses.triplet import BATCH_HARD_MARGIN
+from sbert_keras.losses.triplet import BatchHardTripletLoss
 from sbert_keras.training.siamese import SiameseModel
 
 

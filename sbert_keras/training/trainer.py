@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras.compat import keras_training
 from sbert_keras.data import readers as data
 from sbert_keras.evaluation.evaluators import EvaluationCallback
 from sbert_keras.losses import replicas
@@ -40,19 +41,13 @@ from sbert_keras.training.pipelines import siamese_dataset
 from sbert_keras.training.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
 from sbert_keras.training.schedules import check_optimizer_settings
 from sbert_keras.training.schedules import paper_optimizer
+from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CLIP_NORM
 from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
 from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
 from sbert_keras.utils.defaults import PAPER_LEARNING_RATE
 from sbert_keras.utils.defaults import PAPER_WARMUP_FRACTION
 from sbert_keras.utils.defaults import WEIGHT_DECAY
-
-
-def check_positive_int(value, name):
-    """Raises a `ValueError` naming `name` unless `value` is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1; received {value!r}.")
-    return int(value)
 
 
 def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAPER_WARMUP_FRACTION):
@@ -354,7 +349,7 @@ def train_objective(
         warnings.filterwarnings("ignore", message="Your input ran out of data")
         for fit_data, fit_epochs in fits:
             history = model.fit(fit_data, epochs=fit_epochs, callbacks=all_callbacks, verbose=verbose, shuffle=False)
-    model._initial_epoch = None  # Keras would start a later `fit` at the restored epoch.
+    keras_training.set_initial_epoch(model, None)  # Keras would start a later `fit` at the restored epoch.
     if backup is not None:
         history.history = backup.history
         history.epoch = list(range(len(next(iter(backup.history.values()), []))))

@@ -1,4 +1,4 @@
-"""Argument checks shared by the encoder, search and the CLI.
+"""Argument checks shared by the encoder, search, training and the CLI.
 
 Plain Python/NumPy (no Keras or TensorFlow). Keras and scikit-learn check
 their own arguments (`sklearn.utils.check_scalar`, `check_array`), but with
@@ -9,6 +9,14 @@ their own messages and types; these name the argument as the user wrote it
 import numbers
 
 import numpy as np
+
+
+class NotAnIntegerError(TypeError, ValueError):
+    """A count given as something other than an integer (`2.5`, `"8"`, `True`).
+
+    A `TypeError`, as Python raises for a wrong type, and a `ValueError` too,
+    so that code catching either (the errors of a bad argument) sees it.
+    """
 
 
 def check_positive_int(value, name):
@@ -22,7 +30,7 @@ def check_positive_int(value, name):
         name: str. The argument's name, for the message.
 
     Raises:
-        TypeError: `value` is not an integer.
+        NotAnIntegerError: `value` is not an integer (a `TypeError` and a `ValueError`).
         ValueError: `value` < 1.
 
     Example:
@@ -31,7 +39,7 @@ def check_positive_int(value, name):
     ```
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an integer >= 1. Received {value!r} of type {type(value).__name__}.")
+        raise NotAnIntegerError(f"`{name}` must be an integer >= 1. Received {value!r} of type {type(value).__name__}.")
     if value < 1:
         raise ValueError(f"`{name}` must be an integer >= 1. Received {value!r}.")
     return int(value)

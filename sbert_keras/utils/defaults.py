@@ -40,7 +40,7 @@ DEFAULT_SAVE_STEPS = 500
 
 # === Objectives ===
 # The names `train_objective` and the CLI accept: the paper's four, one per
-# siamese model, then CoSENT and AnglE (`losses_modern`), which train a
+# siamese model, then CoSENT and AnglE (`losses.pair_scores`), which train a
 # `RegressionSiamese` on scored pairs with a ranking loss on the raw scores,
 # online contrastive (0/1 pairs), batch-hard triplets (labelled sentences)
 # and MSE distillation to a teacher's vectors; `sbert_keras.training.objectives`

@@ -55,7 +55,7 @@ MOVED = {
     "keras_files": "checkpoints.keras_files",
     "kerashub_adapter": "compat.keras_hub",
     "layers": "model.pooling",
-    "losses_modern": "losses.pairwise_and_batch",
+    "losses_modern": "losses",
     "matryoshka": "losses.matryoshka",
     "model_config": "model.backbone_config",
     "model_files": "utils.model_files",

@@ -1,0 +1,137 @@
+"""The private parts of Keras' `Model.fit` machinery that training reads or writes.
+
+Why this exists: a few things that training needs have no public Keras API.
+Resuming a run must tell the next `fit` which epoch to start from (Keras'
+own `BackupAndRestore` writes `Trainer._initial_epoch`); one-replica-per-worker
+training must forget the strategy a model was built under
+(keras-team/keras#20329); a custom `train_step` updates the running "loss"
+of `fit`'s logs (`Trainer._loss_tracker`) and computes the loss through
+`Trainer._compute_loss`, as Keras' own TensorFlow `train_step` does, and
+unscales it as Keras does under a distribution strategy. A subclass of
+`keras.callbacks.BackupAndRestore` reuses its step counting
+(`_should_save_on_batch`, `_last_batch_seen`). Each function below
+does one of these and was checked against **Keras 3.15.1**
+(`CHECKED_KERAS_VERSION`). When an upgrade removes an attribute, it raises
+an `AttributeError` naming it and that version, and the tests of training
+(`tests/test_training.py`, `test_cached_siamese.py`, `test_distributed.py`)
+fail, instead of a write that Keras no longer reads passing silently.
+
+Example:
+```python
+set_initial_epoch(model, 3)  # the next `fit` starts at epoch 3
+set_initial_epoch(model, None)  # and the one after at its own `initial_epoch`
+```
+"""
+
+import keras
+from keras.src.losses.loss import unscale_loss_for_distribution as _unscale_loss_for_distribution
+
+CHECKED_KERAS_VERSION = "3.15.1"
+
+
+def _require(model, name):
+    """Raises an `AttributeError` naming `name` and the checked version when `model` lacks it."""
+    if not hasattr(model, name):
+        raise AttributeError(
+            f"{type(model).__name__} has no attribute `{name}`: Keras {keras.__version__} changed a private "
+            f"part of `Model.fit` that sbert_keras uses (checked against Keras {CHECKED_KERAS_VERSION})."
+        )
+
+
+def set_initial_epoch(model, epoch):
+    """Sets the epoch that `model`'s next `fit` starts from, as Keras' `BackupAndRestore` does.
+
+    Writes Keras' private `Trainer._initial_epoch`, which `fit` reads in
+    place of its `initial_epoch` argument (checked against Keras 3.15.1).
+
+    Args:
+        model: keras.Model. The model being trained.
+        epoch: int or None. The epoch to resume at; None: `fit`'s own `initial_epoch` again.
+    """
+    _require(model, "_initial_epoch")
+    model._initial_epoch = epoch
+
+
+def forget_distribute_strategy(model):
+    """Makes `model`'s `fit` take its strategy from the scope it runs in (keras-team/keras#20329).
+
+    Writes Keras' private TensorFlow `Trainer._distribute_strategy` (the
+    strategy the model was built under) to None, as for a model built
+    outside any scope (checked against Keras 3.15.1).
+
+    Args:
+        model: keras.Model. A model built under a multi-worker strategy's scope.
+    """
+    _require(model, "_distribute_strategy")
+    model._distribute_strategy = None
+
+
+def loss_tracker(model):
+    """The `keras.metrics.Mean` behind the "loss" of `fit`'s logs (None before `compile`).
+
+    Keras' private `Trainer._loss_tracker` (checked against Keras 3.15.1).
+
+    Args:
+        model: keras.Model. A Keras model.
+    """
+    _require(model, "_loss_tracker")
+    return model._loss_tracker
+
+
+def compute_loss(model, x, y, y_pred, sample_weight=None, training=True):
+    """`model.compute_loss(...)` as Keras' own `train_step` calls it.
+
+    Keras' private `Trainer._compute_loss`, which also serves a
+    `compute_loss` override without the `training` argument (checked
+    against Keras 3.15.1).
+
+    Args:
+        model: keras.Model. A compiled model.
+        x: the inputs of the batch.
+        y: the targets, or None.
+        y_pred: the model's outputs.
+        sample_weight: the sample weights, or None.
+        training: bool. Whether the loss is for a training step.
+    """
+    _require(model, "_compute_loss")
+    return model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+
+
+def backup_saves_after_batch(callback, batch):
+    """Whether a `keras.callbacks.BackupAndRestore` saves after `batch`, counting it as seen.
+
+    Keras' private `BackupAndRestore._should_save_on_batch`, which counts
+    the batches since the last save against `save_freq` (checked against
+    Keras 3.15.1).
+
+    Args:
+        callback: keras.callbacks.BackupAndRestore. The backup callback.
+        batch: int. The index of the batch just done, in its epoch.
+    """
+    _require(callback, "_should_save_on_batch")
+    return callback._should_save_on_batch(batch)
+
+
+def restart_backup_batch_count(callback):
+    """Tells a `keras.callbacks.BackupAndRestore` that a new epoch starts at batch 0.
+
+    Writes Keras' private `BackupAndRestore._last_batch_seen` (checked
+    against Keras 3.15.1).
+
+    Args:
+        callback: keras.callbacks.BackupAndRestore. The backup callback.
+    """
+    _require(callback, "_last_batch_seen")
+    callback._last_batch_seen = 0
+
+
+def unscale_loss_for_distribution(loss):
+    """`loss` multiplied back by the number of replicas, as Keras logs it under a strategy.
+
+    Keras' private `keras.src.losses.loss.unscale_loss_for_distribution`
+    (checked against Keras 3.15.1).
+
+    Args:
+        loss: a scalar tensor. A loss that Keras scaled by `1 / num_replicas`.
+    """
+    return _unscale_loss_for_distribution(loss)
