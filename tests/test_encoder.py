@@ -30,7 +30,7 @@ def test_order_is_restored_and_batch_size_does_not_matter(encoder):
     np.testing.assert_allclose(one, many, atol=1e-6)
     exact = encoder.encode(texts, batch_size=1, precision="float32")
     for i, text in enumerate(texts):
-        # One short text runs the XLA-compiled float32 graph (`small_query`),
+        # One short text runs the XLA-compiled float32 graph (`runtime/routes/xla_query.py`),
         # whatever precision the batches run in (auto: bf16 on some CPUs).
         np.testing.assert_allclose(encoder.encode([text])[0], exact[i], atol=1e-5)
 

@@ -13,7 +13,7 @@ from conftest import WORDS
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
 from sbert_keras import SentenceEncoderPreprocessor
-from sbert_keras.compat import keras_hub as kerashub_adapter
+from sbert_keras.compat import keras_hub as keras_hub_reads
 from sbert_keras.runtime import engine as inference
 from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime.routes.fused import FusedRoute
@@ -57,7 +57,7 @@ def test_fused_graph_matches_the_keras_graph(kind, pooling):
 def test_encode_follows_assign_fit_and_load_weights(tmp_path):
     encoder = tiny_encoder()
     before = encoder.encode(TEXTS, precision="float32")
-    dense = kerashub_adapter.block_parts(encoder.backbone.transformer_layers[0]).intermediate
+    dense = keras_hub_reads.block_parts(encoder.backbone.transformer_layers[0]).intermediate
     dense.kernel.assign(dense.kernel * 3.0)
     after = encoder.encode(TEXTS, precision="float32")
     assert np.abs(after - before).max() > 1e-3
@@ -250,9 +250,9 @@ def test_keras_quantized_encoder_is_correct(tmp_path):
 
 def test_adapter_reads_every_block_part_and_names_a_moved_one():
     block = tiny_encoder().backbone.transformer_layers[0]
-    parts = kerashub_adapter.block_parts(block)
+    parts = keras_hub_reads.block_parts(block)
     assert parts.query.kernel.shape[0] == 8 and parts.intermediate.units == 16
     assert isinstance(parts.attention, keras.layers.MultiHeadAttention)
     moved = types.SimpleNamespace(_self_attention_layer=types.SimpleNamespace())
     with pytest.raises(AttributeError, match=r"_query_dense.*0\.32\.0"):
-        kerashub_adapter.block_parts(moved)
+        keras_hub_reads.block_parts(moved)

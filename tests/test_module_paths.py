@@ -70,7 +70,7 @@ OLD_PUBLIC_NAMES = {
     "cli": (
         "EMBED_CORPUS_HELP EXPECTED_ERRORS MINING_FLAGS add_prompt_flags build_parser dimensions "
         "embed_corpus_args error_message main non_negative_float non_negative_int positive_int "
-        "training_precision evaluate_all load_encoder read_examples read_lines"
+        "training_precision"
     ),
 }
 

@@ -8,6 +8,8 @@ presets, Hugging Face folders converted to KerasHub backbones);
 clear errors. The loader's names are importable from `sbert_keras.checkpoints` too.
 """
 
+from sbert_keras.checkpoints.keras_files import CorruptModelError
+from sbert_keras.checkpoints.keras_files import load_keras_file
 from sbert_keras.checkpoints.presets import BERT_TYPES
 from sbert_keras.checkpoints.presets import ROBERTA_POSITION_OFFSET
 from sbert_keras.checkpoints.presets import ROBERTA_TYPES
@@ -19,3 +21,5 @@ from sbert_keras.checkpoints.presets import load_preset
 from sbert_keras.checkpoints.presets import load_safetensors
 from sbert_keras.checkpoints.presets import load_transformers_folder
 from sbert_keras.checkpoints.presets import port_weights
+from sbert_keras.checkpoints.st_modules import read_sentence_transformers_settings
+from sbert_keras.checkpoints.tokenizer_json import LowercasingBertTokenizer

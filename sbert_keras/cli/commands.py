@@ -107,7 +107,7 @@ def read_lines(path):
     """The lines of a UTF-8 text file, without line ends (empty lines kept).
 
     Raises:
-        sbert_keras.data.readers.DataFormatError: bytes that are not UTF-8 (a
+        sbert_keras.data.DataFormatError: bytes that are not UTF-8 (a
             Latin-1 or UTF-16 file), naming the file and line.
     """
     return [line for _, line in data.iter_text_lines(path, skip_empty=False)]

@@ -1,1 +1,5 @@
-"""Scale-out through engines made for it: Apache Beam `RunInference` for corpus encoding."""
+"""Scale-out through engines made for it.
+
+`beam`: Apache Beam `RunInference` that encodes a corpus into Parquet
+shards, on any Beam runner.
+"""

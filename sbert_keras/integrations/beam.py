@@ -48,7 +48,6 @@ from apache_beam.ml.inference.base import PredictionResult
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-import sbert_keras
 from sbert_keras.data.corpus import INPUT_FORMATS
 from sbert_keras.data.corpus import id_prefixes
 from sbert_keras.data.corpus import is_jsonl
@@ -61,6 +60,8 @@ from sbert_keras.data.embedding_shards import estimated_bytes
 from sbert_keras.data.embedding_shards import prepare_output
 from sbert_keras.data.embedding_shards import read_embeddings  # noqa: F401 (part of this module's API)
 from sbert_keras.data.embedding_shards import shard_files
+from sbert_keras.encoder import SentenceEncoder
+from sbert_keras.training import objectives  # noqa: F401 (registers every model and loss a `.keras` file may hold)
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.checks import check_positive_int
@@ -126,7 +127,7 @@ class SentenceEncoderModelHandler(ModelHandler):
 
     def load_model(self):
         """Loads the encoder (once per worker process)."""
-        return sbert_keras.SentenceEncoder.from_preset(self.model)
+        return SentenceEncoder.from_preset(self.model)
 
     def run_inference(self, batch, model, inference_args=None):
         """`PredictionResult(text, float32 vector)` for each text of `batch`."""
@@ -249,7 +250,7 @@ def embed_corpus(
     is_jsonl(files[0], input_format)  # checks `input_format` before any work
     target = prepare_output(output, overwrite)
     scanned = scan_input(files, input_format)  # bad lines and duplicate ids: before any model loads
-    dim = sbert_keras.SentenceEncoder.from_preset(model).embedding_dim
+    dim = SentenceEncoder.from_preset(model).embedding_dim
     needed = estimated_bytes(scanned.texts, dim, scanned.id_bytes)
     disk_space.check_free_space(target, needed)
     work = target + outputs.PARTIAL_SUFFIX

@@ -21,7 +21,7 @@ prompt to every text, as sentence-transformers 6 does (checked against its
 
 `truncate_dim` keeps the first dimensions of each embedding (for models
 trained with `MatryoshkaLoss`), then L2-normalises again when `encode`
-normalises (`sbert_keras.runtime.batching.encode_texts`; the SavedModel of
+normalises (`sbert_keras.runtime.batching.finish`; the SavedModel of
 `sbert_keras.runtime.export` does the same in its graph). sentence-transformers
 cuts after its `Normalize` module, so its truncated vectors are unit length
 only with `normalize_embeddings=True`, which is what `encode` here returns

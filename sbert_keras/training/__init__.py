@@ -1,7 +1,7 @@
 """Training: the siamese and single-text models of every objective, their data pipelines, and the run.
 
 `siamese` and `cached_siamese` hold the models that put one encoder inside
-each SBERT objective, `single_text_models` the batch-hard triplet and
+each SBERT objective (`siamese_preprocessor` tokenises their inputs), `single_text_models` the batch-hard triplet and
 distillation models, `objectives` the table from objective name to model,
 loss and inputs, `pipelines` the tf.data batching, `schedules` the
 optimizer and warmup, `fit_checks` the checks of every step, `backup`
@@ -10,6 +10,9 @@ mining, and `trainer` the `train_objective` run behind `sbert-keras train`.
 `train_objective` and its helpers are importable from `sbert_keras.training` too.
 """
 
+from sbert_keras.model.precision import set_precision
+from sbert_keras.training.objectives import MODEL_CLASSES
+from sbert_keras.training.schedules import WarmupLinearDecay
 from sbert_keras.training.trainer import SET_VALUED_KEYS
 from sbert_keras.training.trainer import canonical_config
 from sbert_keras.training.trainer import check_hyperparameters
@@ -19,3 +22,4 @@ from sbert_keras.training.trainer import run_fingerprint
 from sbert_keras.training.trainer import seed_everything
 from sbert_keras.training.trainer import train_objective
 from sbert_keras.utils.checks import check_positive_int  # noqa: F401 (importable from here too)
+from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS

@@ -1,1 +1,6 @@
-"""Hand-built ops: oneDNN's fused LayerNorm and int8 matmuls, and int8 quantization of weights."""
+"""Hand-built ops the fused graph runs.
+
+`onednn_layer_norm` (oneDNN's fused LayerNorm), `onednn_int8` (oneDNN's
+int8 matmuls and the `MatmulPolicy` that says how dense layers run) and
+`int8_quantization` (int8 quantization and calibration of weights).
+"""

@@ -7,10 +7,10 @@ import pytest
 
 from conftest import tiny_encoder
 from sbert_keras.runtime import fused_graph as fused
-from sbert_keras.runtime.routes import xla_query as small_query
+from sbert_keras.runtime.routes import xla_query
 
 SHORT = "a man is playing guitar"
-XLA = small_query.XlaQueryRoute.name
+XLA = xla_query.XlaQueryRoute.name
 
 
 def test_one_short_text_takes_the_compiled_graph_and_matches_float32():
@@ -28,7 +28,7 @@ def test_long_or_several_texts_take_the_usual_graph():
     encoder.encode([SHORT, SHORT], precision="float32")
     assert encoder.engine.verdicts.get(XLA, "float32") is None  # never asked: no single short text yet
     long_text = "the cat " * 40
-    assert int(encoder.preprocessor.tokenize([long_text])[0].row_lengths()[0]) > small_query.MAX_TOKENS
+    assert int(encoder.preprocessor.tokenize([long_text])[0].row_lengths()[0]) > xla_query.MAX_TOKENS
     alone = encoder.encode([long_text], precision="float32")
     np.testing.assert_allclose(alone[0], encoder.encode([long_text, SHORT], precision="float32")[0], atol=1e-5)
 
@@ -47,13 +47,13 @@ def test_follows_changed_weights():
 def test_a_wrong_compiled_graph_warns_and_is_not_used(monkeypatch):
     encoder = tiny_encoder()
     reference = encoder.encode([SHORT, "a dog"], precision="float32")[0]
-    compiled = small_query.XlaQueryRoute.compiled
+    compiled = xla_query.XlaQueryRoute.compiled
 
     def corrupted(self):
         run = compiled(self)
         return lambda token_ids, mask: run(token_ids, mask) + 0.5
 
-    monkeypatch.setattr(small_query.XlaQueryRoute, "compiled", corrupted)
+    monkeypatch.setattr(xla_query.XlaQueryRoute, "compiled", corrupted)
     with pytest.warns(UserWarning, match="single-query graph .* diverges"):
         out = encoder.encode([SHORT], precision="float32")
     assert encoder.engine.verdicts.get(XLA, "float32") is False
@@ -65,9 +65,9 @@ def test_a_wrong_compiled_graph_warns_and_is_not_used(monkeypatch):
 
 def test_pad_to_bucket_is_bounded_by_the_model_length():
     ids = np.ones((1, 5), "int32")
-    padded, mask = small_query.pad_to_bucket(ids, ids, 0, max_length=12)
+    padded, mask = xla_query.pad_to_bucket(ids, ids, 0, max_length=12)
     assert padded.shape == (1, 12) and int(mask.numpy().sum()) == 5
-    padded, _ = small_query.pad_to_bucket(np.ones((1, 17), "int32"), np.ones((1, 17), "int32"), 0, max_length=512)
+    padded, _ = xla_query.pad_to_bucket(np.ones((1, 17), "int32"), np.ones((1, 17), "int32"), 0, max_length=512)
     assert padded.shape == (1, 32)
-    assert not bool(small_query.fits(np.ones((2, 3), "int32"), 512))
-    assert not bool(small_query.fits(np.ones((1, 33), "int32"), 512))
+    assert not bool(xla_query.fits(np.ones((2, 3), "int32"), 512))
+    assert not bool(xla_query.fits(np.ones((1, 33), "int32"), 512))
