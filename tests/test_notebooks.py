@@ -81,7 +81,8 @@ def test_setup_cell_sets_the_environment_before_tensorflow_is_imported(name):
     )
     for variable in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL"):
         assert any(f'os.environ.setdefault("{variable}"' in line for line in setup[:first_import]), variable
-    assert "from sbert_keras.cli.notebook_setup import" in "\n".join(setup)
+    # The set-up helpers (`sbert_keras.cli.notebook_setup`, importable as `sbert_keras.examples`).
+    assert re.search(r"from sbert_keras\.(examples|cli\.notebook_setup) import", "\n".join(setup))
 
 
 def test_sync_check_names_each_disagreement():
