@@ -2,24 +2,28 @@
 
 The public names below are imported lazily (PEP 562 `__getattr__`): `import
 sbert_keras` alone does not import TensorFlow, so an entry point such as
-`sbert-keras` (`sbert_keras.cli:main`) can set TensorFlow's logging
-environment first (`sbert_keras.utils.console`). The first access of any public
-name imports every module below, as an eager `__init__` would, so all
-custom Keras objects are registered for `keras.saving.load_model`
-(`sbert_keras.retrieval.index` imports without faiss, its optional dependency: faiss
-is needed only to build or load an `EmbeddingIndex`). When Keras is already
-imported (`import keras` before `import sbert_keras`), everything is
-imported at once. Otherwise touch any public name (e.g.
-`sbert_keras.SentenceEncoder`) before `keras.saving.load_model` of a file
-holding sbert_keras objects.
+`sbert-keras` (`sbert_keras.cli.parser:main`) can set TensorFlow's logging
+environment first (`sbert_keras.utils.console`). Every custom Keras object
+is registered all the same for `keras.saving.load_model`, whichever of
+`keras` and `sbert_keras` is imported first: with Keras (or TensorFlow)
+already imported, `import sbert_keras` imports every module at once;
+otherwise the first import of Keras does (`utils.import_hooks`), as does
+the first access of any public name. `sbert_keras.retrieval.index`
+imports without faiss, its optional dependency: faiss is needed only to
+build or load an `EmbeddingIndex`.
 
 Example:
 ```python
+import keras
 import sbert_keras
+
 encoder = sbert_keras.SentenceEncoder.from_preset("path/to/all-MiniLM-L6-v2")
+encoder.save("encoder.keras")
+same = keras.saving.load_model("encoder.keras")  # in a fresh process too
 ```
 """
 
+import functools
 import importlib
 import os
 import sys
@@ -48,7 +52,8 @@ _check_backend()
 
 __version__ = "0.1.0"
 
-from sbert_keras.utils import module_paths  # noqa: E402 (after the backend check)
+from sbert_keras.utils import import_hooks  # noqa: E402 (after the backend check)
+from sbert_keras.utils import module_paths  # noqa: E402
 
 module_paths.install(__name__)
 
@@ -126,11 +131,28 @@ def _import_all():
     return __getattr__(next(iter(_EXPORTS)))
 
 
-if "keras" in sys.modules or "tensorflow" in sys.modules:
-    # TensorFlow's logging is already set up, so the lazy import gains
-    # nothing; importing now registers every custom Keras object, so a plain
-    # `keras.saving.load_model(...)` after `import keras, sbert_keras` works.
+# The libraries whose first import imports Keras, each watched so that the
+# last of them to finish importing registers this package's objects.
+_KERAS_IMPORTERS = ("keras", "keras_hub", "tensorflow", "tensorflow_text")
+
+
+def _register_keras_objects(imported):
+    """Imports every module once `imported` has been imported, if nothing half-built stands in the way.
+
+    These libraries import each other, and the modules of one still being
+    imported are half-built: the hook of the last one to finish does the
+    work. A module of this package imported first (`from
+    sbert_keras.encoder import SentenceEncoder` in a fresh process) leaves
+    the rest to the first public name accessed.
+    """
+    others = [name for name in _KERAS_IMPORTERS if name != imported]
+    if import_hooks.importing(__name__, submodules_only=True) or any(map(import_hooks.importing, others)):
+        return
     _import_all()
+
+
+for _library in _KERAS_IMPORTERS:
+    import_hooks.call_after_import(_library, functools.partial(_register_keras_objects, _library))
 
 
 def __dir__():

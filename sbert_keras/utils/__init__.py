@@ -6,5 +6,6 @@ checks that name the bad input), `console` (logging and progress bars),
 `output_lock` (one writer per output folder), `model_files` (the one
 reader of a model folder's JSON files), `hardware` (CPU flags, GPU, the
 precision `"auto"` picks), `arrays` (NumPy row normalisation) and
-`module_paths` (the module paths of earlier releases).
+`module_paths` (the module paths of earlier releases) and
+`import_hooks` (a function run right after another library is imported).
 """
