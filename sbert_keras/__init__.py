@@ -95,6 +95,7 @@ _EXPORTS = {
     "paraphrase_mining": "retrieval.semantic_search",
     "paraphrase_mining_texts": "retrieval.semantic_search",
     "semantic_search": "retrieval.semantic_search",
+    "similarity_matrix": "retrieval.scores",
     "ClassificationSiamese": "training.siamese",
     "ContrastiveSiamese": "training.siamese",
     "RegressionSiamese": "training.siamese",

@@ -1,9 +1,13 @@
-"""Inference on a `SentenceEncoder`: `encode`, `predict` and `__call__` on raw strings.
+"""Inference on a `SentenceEncoder`: `encode`, `similarity`, `predict` and `__call__` on raw strings.
 
 `EncodingMixin` is the part of `SentenceEncoder` that hands inference to
-its `sbert_keras.runtime.engine.InferenceEngine` (created on first use) and keeps
-that engine in step with the weights (`load_weights`, `quantize`); its base
-`RawTextMixin` sends text given to `predict` or `encoder(...)` to `encode`.
+its `sbert_keras.runtime.engine.InferenceEngine`. Its bases: `EngineMixin`
+creates that engine on first use and keeps it in step with the weights
+(`load_weights`, `quantize`); `RawTextMixin` sends text given to `predict`
+or `encoder(...)` to `encode`; `SimilarityMixin` scores embeddings as
+sentence-transformers' `model.similarity` does. `encode` also takes
+sentence-transformers' keyword names (`resolve_aliases`), so code written
+for it runs unchanged.
 The model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
 
 `encode` reads top to bottom: the texts are checked and the prompt
@@ -12,6 +16,8 @@ few texts, length-sorted batches otherwise); the truncation is reported and
 the vectors cut to `truncate_dim` and normalised (`runtime.batching.finish`).
 """
 
+import inspect
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -19,6 +25,9 @@ import tensorflow as tf
 from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.model.preprocessor import check_texts
 from sbert_keras.model.prompts import check_truncate_dim
+from sbert_keras.retrieval.scores import as_matrix
+from sbert_keras.retrieval.scores import normalize as normalize_rows
+from sbert_keras.retrieval.scores import similarity_matrix
 from sbert_keras.runtime import batching
 from sbert_keras.runtime.engine import InferenceEngine
 from sbert_keras.utils.checks import check_positive_int
@@ -79,16 +88,46 @@ class RawTextMixin:
         return super().__call__(*args, **kwargs)
 
 
-class EncodingMixin(RawTextMixin):
-    """`encode` and the inference overrides of `SentenceEncoder` (a Keras `Model`).
+class SimilarityMixin:
+    """`similarity` and `similarity_pairwise`, as sentence-transformers' `model.similarity(a, b)`.
 
     Example:
     ```python
-    encoder = SentenceEncoder.from_preset("path/to/all-MiniLM-L6-v2")
-    encoder.encode(["A man is playing a guitar."]).shape  # (1, 384)
-    encoder.predict(["A man is playing a guitar."])  # the same vectors
+    scores = encoder.similarity(encoder.encode(["a cat"]), encoder.encode(["a dog", "a car"]))  # (1, 2)
     ```
     """
+
+    def _embeddings(self, x, name):
+        return self.encode(x, show_progress=False) if is_raw_text(x) else as_matrix(x, name)
+
+    def similarity(self, a, b):
+        """Cosine similarity of every row of `a` with every row of `b`, in float32.
+
+        Args:
+            a: embeddings `(n, dim)` (a 1-D vector is one row), or texts,
+                which are encoded first.
+            b: embeddings `(m, dim)`, or texts.
+
+        Returns:
+            A float32 NumPy array `(n, m)` (`sbert_keras.similarity_matrix`).
+        """
+        return similarity_matrix(self._embeddings(a, "a"), self._embeddings(b, "b"))
+
+    def similarity_pairwise(self, a, b):
+        """Cosine similarity of row `i` of `a` with row `i` of `b`, in float32: shape `(n,)`.
+
+        Args:
+            a: embeddings `(n, dim)`, or texts.
+            b: embeddings `(n, dim)`, or texts.
+        """
+        a, b = normalize_rows(self._embeddings(a, "a")), normalize_rows(self._embeddings(b, "b"))
+        if a.shape != b.shape:
+            raise ValueError(f"`a` and `b` must have the same shape. Received {a.shape} and {b.shape}.")
+        return np.sum(a * b, axis=1, dtype=np.float32)
+
+
+class EngineMixin:
+    """The inference engine of `SentenceEncoder`, kept in step with its weights (`load_weights`, `quantize`)."""
 
     @property
     def engine(self):
@@ -157,6 +196,18 @@ class EncodingMixin(RawTextMixin):
         super().quantize(mode, config=config, filters=filters, **kwargs)
         self._inference_cache.engine = None
 
+
+class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
+    """`encode` and the inference overrides of `SentenceEncoder` (a Keras `Model`).
+
+    Example:
+    ```python
+    encoder = SentenceEncoder.from_preset("path/to/all-MiniLM-L6-v2")
+    encoder.encode(["A man is playing a guitar."]).shape  # (1, 384)
+    encoder.predict(["A man is playing a guitar."])  # the same vectors
+    ```
+    """
+
     def encode(
         self,
         texts,
@@ -167,6 +218,7 @@ class EncodingMixin(RawTextMixin):
         prompt=None,
         prompt_name=None,
         truncate_dim=None,
+        **aliases,
     ):
         """Embeds texts with smart batching; returns float32 `(n, dim)`.
 
@@ -201,20 +253,28 @@ class EncodingMixin(RawTextMixin):
             truncate_dim: int or None. Keep the first `truncate_dim`
                 dimensions (for Matryoshka-trained models), then L2-normalise
                 again if normalising; `None` keeps them all.
+            **aliases: sentence-transformers' names, for code written for it:
+                `show_progress_bar` (`show_progress`), `normalize_embeddings`
+                (`normalize`), `convert_to_tensor=True` or
+                `convert_to_numpy=False` (a float32 `tf.Tensor` instead of a
+                NumPy array).
 
         Raises:
             ValueError / TypeError: an item is `None`, not a string, or bytes
                 that are not UTF-8, or `texts` is 2-D or ragged; the message
                 names the item's position and type. An unknown `prompt_name` (the
                 known ones are listed); `truncate_dim` not in
-                `[1, embedding_dim]`.
+                `[1, embedding_dim]`. An unknown keyword (TypeError listing
+                the accepted ones), or an alias that contradicts its own name.
 
         Example:
         ```python
         encoder.encode(["A man is playing a guitar."], precision="float32").shape  # (1, dim)
+        encoder.encode(["A man is playing a guitar."], normalize_embeddings=True, show_progress_bar=False)
         encoder.encode(["A man is playing a guitar."], prompt="query: ", truncate_dim=64).shape  # (1, 64)
         ```
         """
+        normalize, show_progress, as_tensor = resolve_aliases(aliases, normalize, show_progress)
         if is_single_text(texts) and not isinstance(texts, str):
             texts = check_texts(texts)[0]  # a str, so that one vector comes back
         prompt = self.resolve_prompt(prompt, prompt_name)
@@ -228,7 +288,43 @@ class EncodingMixin(RawTextMixin):
         if texts:
             batching.report_truncation(self, num_truncated, len(texts))
         out = batching.finish(pooled, truncate_dim, self.normalize if normalize is None else normalize)
-        return out[0] if single else out
+        out = out[0] if single else out
+        return tf.constant(out) if as_tensor else out
+
+
+# sentence-transformers' names of `encode`'s arguments -> ours.
+ST_ALIASES = {"show_progress_bar": "show_progress", "normalize_embeddings": "normalize"}
+OUTPUT_KEYWORDS = ("convert_to_numpy", "convert_to_tensor")
+
+
+def resolve_aliases(aliases, normalize, show_progress):
+    """`(normalize, show_progress, as_tensor)` from `encode`'s keywords and sentence-transformers' aliases.
+
+    Args:
+        aliases: dict. The keywords `encode` took beyond its own.
+        normalize: bool or None. `encode`'s `normalize`.
+        show_progress: bool or None. `encode`'s `show_progress`.
+
+    Raises:
+        TypeError: a keyword that is neither `encode`'s nor an alias; the
+            message lists the accepted ones.
+        ValueError: an alias and its own name both given, with different values.
+    """
+    unknown = sorted(set(aliases) - set(ST_ALIASES) - set(OUTPUT_KEYWORDS))
+    if unknown:
+        own = [name for name in inspect.signature(EncodingMixin.encode).parameters if name not in ("self", "aliases")]
+        raise TypeError(
+            f"encode() got an unexpected keyword argument {unknown[0]!r}. It accepts {', '.join(own)}, "
+            f"and sentence-transformers' {', '.join([*ST_ALIASES, *OUTPUT_KEYWORDS])}."
+        )
+    values = {"normalize": normalize, "show_progress": show_progress}
+    for alias, name in ST_ALIASES.items():
+        if alias in aliases:
+            if values[name] is not None and values[name] != aliases[alias]:
+                raise ValueError(f"encode() got {name}={values[name]!r} and {alias}={aliases[alias]!r}; give one.")
+            values[name] = aliases[alias]
+    as_tensor = bool(aliases.get("convert_to_tensor", False)) or not aliases.get("convert_to_numpy", True)
+    return values["normalize"], values["show_progress"], as_tensor
 
 
 def holds_strings(x):
