@@ -56,7 +56,10 @@ for path in sorted(here.glob("*.keras")):
     report[path.name] = [type(model).__name__, delta]
 print(json.dumps(report))
 """
-IMPORT_ORDERS = {"sbert_keras first": "import sbert_keras\nimport keras", "keras first": "import keras\nimport sbert_keras"}
+IMPORT_ORDERS = {
+    "sbert_keras first": "import sbert_keras\nimport keras",
+    "keras first": "import keras\nimport sbert_keras",
+}
 
 
 @pytest.fixture(scope="module")
