@@ -6,7 +6,7 @@ abs difference to sentence-transformers fp32, STS-B dev Spearman
 classes of the issue (float: min cos >= 0.999; int8: Spearman within 0.003
 of fp32, and min cos >= 0.99 for ours), the ratio to the best peer of each
 class, useful GFLOP/s against the bare matmul of the same precision, the
-summary of the targets and the README's markdown table.
+summary of the targets and the markdown table of benchmarks/RESULTS.md.
 """
 
 import numpy as np
@@ -164,7 +164,7 @@ def summary(results):
 
 
 def markdown_table(results):
-    """The README's results table (engine, variant, texts/s, min cos, Spearman, latency, ratios)."""
+    """The results table of benchmarks/RESULTS.md (engine, variant, texts/s, min cos, Spearman, latency, ratios)."""
     rows = [
         "| engine | variant | texts/s | min cos | Spearman | single query median / p90 ms "
         "| ratio to best peer (float / int8) | contended |",

@@ -1,6 +1,6 @@
 """How far STS-B training takes all-MiniLM-L6-v2: longer runs, other learning rates, weight averaging.
 
-Issue 13's target is an STS-B dev Spearman >= 0.900 from all-MiniLM-L6-v2;
+The target is an STS-B dev Spearman >= 0.900 from all-MiniLM-L6-v2;
 one epoch of regression gives 0.8934 (`recipes.py --recipe a`). This script
 measures the levers that need no new data, on STS-B train only (the test
 split stays withheld; every score is STS-B dev, cosine):

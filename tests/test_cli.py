@@ -131,7 +131,7 @@ def test_train_then_evaluate_real_minilm_and_reload(tmp_path):
     assert reloaded.encode("a test").shape == (384,)
 
 
-# === Bad input and expected errors: one line, exit 2 (issue 10) ===
+# === Bad input and expected errors: one line, exit 2 ===
 
 
 def run_cli_error(capsys, *args):
@@ -237,7 +237,7 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch, tmp_path):
         main(["cluster", "--model", "x", "--input", str(corpus_file(tmp_path))])
 
 
-# --- issue 10: bad training input, checked outputs, atomic and resumable runs ---
+# --- Bad training input, checked outputs, atomic and resumable runs ---
 
 TRIPLET_ROWS = [
     (a, b, c) for a, b, c in zip(CORPUS * 2, CORPUS[1:] + CORPUS[:1] + CORPUS[1:] + CORPUS[:1], CORPUS[::-1] * 2)
@@ -545,7 +545,7 @@ def test_train_precision_takes_the_precision_vocabulary(capsys):
     assert "must be one of auto, float32, bfloat16, float16, got 'int8'" in capsys.readouterr().err
 
 
-# --- issues 13 and 14: embed-corpus (Apache Beam) and index build|search (faiss) ---
+# --- embed-corpus (Apache Beam) and index build|search (faiss) ---
 
 
 def test_help_lists_embed_corpus_and_index(capsys):
@@ -601,7 +601,7 @@ def test_index_without_faiss_is_a_one_line_error(capsys, monkeypatch, tmp_path, 
     assert "error:" in err and "faiss" in err
 
 
-# --- issue 14: mine-negatives and evaluate --ir ---
+# --- mine-negatives and evaluate --ir ---
 
 
 def test_mine_negatives_writes_triplets_and_keeps_the_library_defaults(capsys, tmp_path, encoder_file):

@@ -1,4 +1,4 @@
-"""A clean console: the entry points print no TensorFlow C++ log line (issue 10).
+"""A clean console: the entry points print no TensorFlow C++ log line.
 
 The subprocesses start with the environment of a new user's shell: no
 `TF_CPP_MIN_LOG_LEVEL`, so the entry points must set up logging themselves.

@@ -330,7 +330,7 @@ def test_real_snli_test_file():
     assert 0 < len(triplets) <= int(np.sum(pairs.labels == 0))
 
 
-# Text encodings: every reader names the file and line (issue 10).
+# Text encodings: every reader names the file and line.
 
 
 def _readers():

@@ -187,7 +187,7 @@ def test_a_failing_batch_raises_its_error(encoder):
     assert len(calls) <= 3  # the loop stops submitting once the failure is collected
 
 
-# === Bad input: clear errors (issue 10) ===
+# === Bad input: clear errors ===
 
 
 @pytest.mark.parametrize(

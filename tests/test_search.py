@@ -255,7 +255,7 @@ def test_similarity_matrix():
         similarity_matrix(a, b[:, :5])
 
 
-# === Bad input: clear errors (issue 10) ===
+# === Bad input: clear errors ===
 
 
 def _with_bad_row(value, row=2, n=5, dim=4):

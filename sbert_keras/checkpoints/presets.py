@@ -7,37 +7,13 @@ read by `compat.keras_hub.load_saved_task`); a Hugging Face /
 sentence-transformers folder (converted here); any other KerasHub preset
 (KerasHub's `Backbone.from_preset` and `Tokenizer.from_preset`).
 
-Why not KerasHub's converters. keras-hub 0.32 ships
-`keras_hub.models.BertTextEmbedder` and
-`keras_hub/src/utils/transformers/convert_bert.py` (`load_task_config`,
-`load_preprocessor_config`), which load a BERT sentence-transformers folder.
-They do part of this job, and not with the result a sentence encoder needs:
-
-- `load_task_config` reads only the `pooling_mode_cls_token` and
-  `pooling_mode_max_tokens` flags of `1_Pooling/config.json` (a fixed path,
-  not the one `modules.json` names); every other mode, `mean_sqrt_len`,
-  `weightedmean`, `lasttoken` and the newer `pooling_mode` key included,
-  silently becomes mean pooling. `st_modules` reads both formats and refuses
-  what it cannot reproduce, naming the file.
-- It ignores `Dense` modules (LaBSE's projection) and every other module
-  (`CNN`, `LSTM`, `WordWeights`, ...): the vectors would silently differ.
-- `BertTextEmbedder` pools and L2-normalises in the backbone's compute dtype
-  (float16 / bfloat16 under a mixed policy); `SentenceEncoder` does both in
-  float32. It exists for `BertBackbone` only: no RoBERTa or other backbone.
-- Its backbone is KerasHub's `BertBackbone`, whose feed-forward GELU is the
-  tanh approximation; sentence-transformers checkpoints use the exact erf
-  GELU (`BertLayoutBackbone` here), so parity within 1e-5 fails.
-- `convert_bert.convert_tokenizer` needs `vocab.txt` and reads
-  `do_lower_case` from `config.json` (where it usually is not); it sets no
-  `strip_accents` (Hugging Face strips accents when lowercasing and the
-  tokenizer config leaves it `null`). sentence-transformers 6 /
-  transformers 5 save `tokenizer.json` only.
-- KerasHub's RoBERTa converter (`convert_roberta.py`) has no
-  `load_task_config`, needs `vocab.json` + `merges.txt`, and reads only
-  `roberta.`-prefixed keys, which sentence-transformers RoBERTa folders do
-  not have.
-- `sentence_bert_config.json`'s `do_lower_case` (lowercasing before the
-  tokenizer) is not read.
+Why not KerasHub's converters: keras-hub 0.32's `BertTextEmbedder` and
+`convert_bert.load_task_config` load a BERT sentence-transformers folder,
+but silently turn most pooling modes into mean pooling, ignore `Dense` and
+other modules, pool and normalise in the compute dtype, build the tanh-GELU
+`BertBackbone` (parity within 1e-5 fails) and miss tokenizer settings;
+KerasHub's RoBERTa converter reads only `roberta.`-prefixed keys.
+docs/loading.md ("Why not KerasHub's converters") lists each gap.
 
 So this module converts such folders itself, without touching KerasHub
 internals (the block sublayers it fills are read through

@@ -5,7 +5,7 @@ built from an array or the Parquet shards of `sbert-keras embed-corpus`,
 saved to and loaded from a folder. faiss indexes and searches; nothing here
 builds a k-NN graph by hand. Why not ScaNN (on par in recall and QPS here):
 `import scann` fails next to TensorFlow 2.21 (its TF ops are built for 2.20;
-`scann[tf]` pins `tensorflow~=2.20.0`). See the README's "Approximate search".
+`scann[tf]` pins `tensorflow~=2.20.0`). See docs/scaling.md, "Approximate search".
 
 Saved folders (`sbert_keras.retrieval.index_files`) record each file's sha256 and are
 refused on load when a file no longer matches; every search also checks that

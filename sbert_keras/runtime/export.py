@@ -18,23 +18,20 @@ it, then renamed); a full disk leaves nothing and raises
 `disk_space.DiskFullError` naming the space needed.
 
 An int8 export guards itself inside the graph (TF Serving runs no Python).
-Its int8 matmuls are oneDNN's `_QuantizedMatMul`; on a server CPU without
-VNNI/AMX oneDNN runs them with `vpmaddubsw`, whose int16 pair sums saturate
-(255 * 127 * 2 > 32767), and the vectors drift without any error. Measured
-under `ONEDNN_MAX_CPU_ISA=AVX512_CORE` / `AVX2`: random full-range int8
-matmuls have a relative error of 0.17-0.29; all-MiniLM-L6-v2's min cosine
-to float32 drops from 0.998 to 0.992. So the export stores a probe batch,
+On a server CPU without VNNI/AMX, oneDNN runs `_QuantizedMatMul` with
+`vpmaddubsw`, whose int16 pair sums saturate, and the vectors drift without
+any error (measured in docs/serving.md). So the export stores a probe batch,
 the float32 Keras graph's vectors for it and the int8 graph's vectors on
 the exporting machine. The first request runs `int8.kernel_probe_error` (a
-full-scale matmul: exact with int32 accumulation, about half the product
-without) and the probe through the int8 graph. If the matmul is not exact,
-or the probe's vectors are not the exporting machine's (min cosine below
-`SAME_KERNEL_COSINE`) or fail the int8 gate against float32
-(`self_check.MIN_COSINE["int8"]`), a saved variable switches every request
-to the float branch: the same fused graph and weights, built with
-`int8.MatmulPolicy.dequantized("float32")` (float32 matmuls of the
-dequantized weights, the recipe's bf16 roles too). A warning goes to stderr once.
-Keras, TensorFlow and TF Serving have no such check, so it is written here.
+full-scale matmul: exact with int32 accumulation) and the probe through the
+int8 graph. If the matmul is not exact, or the probe's vectors are not the
+exporting machine's (min cosine below `SAME_KERNEL_COSINE`) or fail the
+int8 gate against float32 (`self_check.MIN_COSINE["int8"]`), a saved
+variable switches every request to the float branch: the same fused graph
+and weights, built with `int8.MatmulPolicy.dequantized("float32")`
+(float32 matmuls of the dequantized weights, the recipe's bf16 roles too).
+A warning goes to stderr once. Keras, TensorFlow and TF Serving have no
+such check, so it is written here.
 """
 
 import sys

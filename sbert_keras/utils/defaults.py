@@ -26,7 +26,7 @@ PAPER_WARMUP_FRACTION = 0.1
 # AdamW with weight decay 0.01 and the global gradient norm clipped at 1.0.
 # Weight decay 0 gives the paper's plain Adam; a clip norm of None or 0 does
 # not clip. Chosen over plain Adam by STS-B dev, 1 epoch of all-MiniLM-L6-v2,
-# seeds 0-2 (benchmarks/README.md): regression 0.8932 either way, CoSENT
+# seeds 0-2 (benchmarks/RESULTS.md): regression 0.8932 either way, CoSENT
 # 0.8580 +- 0.0018 against 0.8574 +- 0.0036. Decay skips the variables whose
 # names hold one of `NO_WEIGHT_DECAY` (biases, LayerNorm gamma and beta), as
 # sentence-transformers does.
@@ -64,7 +64,7 @@ SCORED_PAIR_OBJECTIVES = ("regression", "cosent", "angle")
 # distances lie in [0, 2] and margin 1 lowers SNLI triplet accuracy (0.943 ->
 # 0.907 after 1 epoch, all-MiniLM-L6-v2); there the default is the cosine
 # distance (1 - cos) with `TRIPLET_COSINE_MARGIN`, chosen by
-# benchmarks/triplet_nli.py (README, recipe (e)). `siamese.triplet_settings`
+# benchmarks/triplet_nli.py (benchmarks/RESULTS.md). `siamese.triplet_settings`
 # resolves them; explicit arguments win.
 TRIPLET_DISTANCES = ("euclidean", "cosine", "manhattan")
 TRIPLET_DISTANCE = "euclidean"

@@ -15,7 +15,7 @@ AVX-512 + VNNI CPU, `benchmarks/encode_peers.py`):
   time (its QD8 kernels, `vpdpbusd` with VNNI). Every matmul runs in int8 and
   the vectors stay within a min cosine of about 0.994 of float32: 1,532
   texts/s (1.46x the oneDNN route's 1,052 in a SavedModel), and a single
-  query through `encode` in 1.3 ms median (the README's figures).
+  query through `encode` in 1.3 ms median (benchmarks/RESULTS.md).
 
 The converter and the runtime come with TensorFlow (`tf.lite`), so nothing is
 added; `ai_edge_litert`'s interpreter, its successor, is used where it is
