@@ -113,8 +113,17 @@ def fake_tensorflow(tmp_path):
     return tmp_path
 
 
+# The stand-in `tensorflow` is not one the package's modules can import: drop the hook
+# that imports them after TensorFlow (`utils.import_hooks`), which would warn about it.
+_NO_IMPORT_HOOKS = (
+    "import sys\n"
+    "from sbert_keras.utils import import_hooks\n"
+    "sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, import_hooks._AfterImportFinder)]\n"
+)
+
+
 def quiet_then(code):
-    return "from sbert_keras import console\nconsole.quiet_tensorflow()\n" + textwrap.dedent(code)
+    return _NO_IMPORT_HOOKS + "from sbert_keras import console\nconsole.quiet_tensorflow()\n" + textwrap.dedent(code)
 
 
 def test_quiet_tensorflow_drops_notices_and_keeps_everything_else(fake_tensorflow):
