@@ -302,6 +302,16 @@ def run_cli_on_small_disk(disk, size, args, fill=False, env=None, timeout=600):
     return done, json.loads(lines[-1]) if lines else None
 
 
+def error_lines(stderr):
+    """The lines of a CLI's `stderr` that are not status lines.
+
+    Status lines (`sbert-keras: starting TensorFlow ...`, `sbert-keras: loading model ...`, their
+    `... in 1.2 s`, `sbert_keras: preparing ...`) start with the program's name and a colon; an error
+    line names its command: `sbert-keras <command>: error: ...`.
+    """
+    return [line for line in stderr.splitlines() if not line.startswith(("sbert-keras: ", "sbert_keras: "))]
+
+
 def cli_env(pause_at=None, **extra):
     """The environment of a CLI subprocess: this checkout first, quiet TensorFlow, `extra` variables.
 

@@ -1,5 +1,6 @@
 """The `sbert-keras` command line, end to end."""
 
+import argparse
 import json
 import os
 import re
@@ -10,12 +11,14 @@ import keras
 import numpy as np
 import pytest
 
+import sbert_keras
 from conftest import ROOT
 from conftest import minilm_path
 from conftest import shared_path
 from conftest import tiny_encoder
 from harness import run_until_paused
 from sbert_keras import SentenceEncoder
+from sbert_keras.cli import parser as cli_parser
 from sbert_keras.cli.parser import build_parser
 from sbert_keras.cli.parser import main
 from sbert_keras.utils import atomic_io as outputs
@@ -161,7 +164,7 @@ def test_text_file_in_another_encoding_names_file_and_line(capsys, tmp_path, enc
     lines.write_bytes("a dog\nthe cat\nun café\n".encode(encoding))
     line = 1 if encoding == "utf-16" else 3
     for args in (
-        ["cluster", "--input", lines],
+        ["cluster", "--input", lines, "--num-clusters", 2],
         ["search", "--corpus", lines, "--query", "a"],
         ["search", "--corpus", corpus_file(tmp_path), "--queries", lines],
     ):
@@ -181,12 +184,12 @@ def test_empty_files_and_bad_sizes_are_clear_errors(capsys, tmp_path, encoder_fi
     empty.write_text("\n\n")
     err = run_cli_error(capsys, "search", "--model", encoder_file, "--corpus", empty, "--query", "a")
     assert err == f"sbert-keras search: error: --corpus {empty} has no text lines."
-    err = run_cli_error(capsys, "cluster", "--model", encoder_file, "--input", empty)
+    err = run_cli_error(capsys, "cluster", "--model", encoder_file, "--input", empty, "--num-clusters", 1)
     assert err == f"sbert-keras cluster: error: --input {empty} has no text lines."
     err = run_cli_error(
         capsys, "search", "--model", encoder_file, "--corpus", corpus_file(tmp_path), "--query", "a", "--batch-size", 0
     )
-    assert err == "sbert-keras search: error: `--batch-size` must be an integer >= 1. Received 0."
+    assert err == "sbert-keras search: error: --batch-size must be an integer >= 1; received 0."
     for flag in (
         ["search", "--corpus", empty, "--query", "a", "--top-k", "2.5"],
         ["cluster", "--input", empty, "--num-clusters", "0"],
@@ -197,11 +200,12 @@ def test_empty_files_and_bad_sizes_are_clear_errors(capsys, tmp_path, encoder_fi
         assert "must be an integer >= 1" in capsys.readouterr().err
 
 
-def test_os_errors_are_one_line(capsys, tmp_path, encoder_file):
-    err = run_cli_error(capsys, "cluster", "--model", encoder_file, "--input", tmp_path)
-    assert err.startswith("sbert-keras cluster: error: [Errno 21] Is a directory")
-    err = run_cli_error(capsys, "cluster", "--model", encoder_file, "--input", tmp_path / "nope.txt")
-    assert err.startswith("sbert-keras cluster: error: [Errno 2] No such file or directory")
+def test_missing_or_wrong_kind_of_input_names_the_flag(capsys, tmp_path, encoder_file):
+    cluster = ["cluster", "--model", encoder_file, "--num-clusters", 2]
+    err = run_cli_error(capsys, *cluster, "--input", tmp_path)
+    assert err == f"sbert-keras cluster: error: --input {tmp_path} is a folder; give a file."
+    err = run_cli_error(capsys, *cluster, "--input", tmp_path / "nope.txt")
+    assert err == f"sbert-keras cluster: error: --input {tmp_path / 'nope.txt'}: no such file."
 
 
 @pytest.mark.parametrize(
@@ -224,7 +228,9 @@ def test_expected_errors_print_one_line(capsys, monkeypatch, tmp_path, error, ex
         raise error
 
     monkeypatch.setattr("sbert_keras.cli.commands.load_encoder", fail)
-    err = run_cli_error(capsys, "cluster", "--model", "some_preset_en", "--input", corpus_file(tmp_path))
+    err = run_cli_error(
+        capsys, "cluster", "--model", "some_preset_en", "--input", corpus_file(tmp_path), "--num-clusters", 2
+    )
     assert err == f"sbert-keras cluster: error: {expected}"
 
 
@@ -234,7 +240,7 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch, tmp_path):
 
     monkeypatch.setattr("sbert_keras.cli.commands.load_encoder", fail)
     with pytest.raises(RuntimeError, match="a bug"):
-        main(["cluster", "--model", "x", "--input", str(corpus_file(tmp_path))])
+        main(["cluster", "--model", "x", "--input", str(corpus_file(tmp_path)), "--num-clusters", "2"])
 
 
 # --- Bad training input, checked outputs, atomic and resumable runs ---
@@ -477,7 +483,7 @@ def test_encode_and_export_killed_during_the_save_leave_no_partial_result(capsys
     lines = tmp_path / "corpus.txt"
     lines.write_text("\n".join(CORPUS) + "\n")
     np.save(tmp_path / "e.npy", np.zeros(3))  # an earlier result
-    encode = ["encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e.npy"]
+    encode = ["encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e.npy", "--overwrite"]
     run_until_paused(encode, "e.npy")
     np.testing.assert_allclose(np.load(tmp_path / "e.npy"), np.zeros(3))  # intact, not half-written
     assert run_cli(capsys, *encode)["texts"] == 6 and np.load(tmp_path / "e.npy").shape == (6, 8)
@@ -523,7 +529,7 @@ def test_encode_and_export_with_keras_int8_quantization(capsys, tmp_path, encode
     cosines = np.sum(full * quantized, axis=1) / np.linalg.norm(full, axis=1) / np.linalg.norm(quantized, axis=1)
     assert cosines.min() > 0.95  # int8 weights of a random tiny model: close, not equal
     exported = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm", "--quantize", "int8")
-    assert os.path.isfile(tmp_path / "sm" / "saved_model.pb") and exported["precision"] == "auto"
+    assert os.path.isfile(tmp_path / "sm" / "saved_model.pb") and exported["precision"] in defaults.PRECISIONS[1:]
 
 
 def test_train_optimizer_flags_default_to_the_shared_defaults():
@@ -564,10 +570,9 @@ def test_embed_corpus_help_and_missing_apache_beam(capsys, monkeypatch):
 
     monkeypatch.delattr(sbert_keras, "beam", raising=False)
     monkeypatch.setitem(sys.modules, "sbert_keras.integrations.beam", None)  # as if apache-beam were not installed
-    with pytest.raises(SystemExit) as stop:
-        main(["embed-corpus", "--model", "m.keras", "--input", "a.txt", "--output", "out"])
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and err.startswith("sbert-keras embed-corpus: error:") and "[beam]" in err
+    code = main(["embed-corpus", "--model", "m.keras", "--input", "a.txt", "--output", "out"])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert code == 2 and err.startswith("sbert-keras embed-corpus: error:") and "[beam]" in err
 
 
 def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file):
@@ -776,3 +781,247 @@ def test_distill_with_a_teacher_of_another_dimension_is_one_line(capsys, tmp_pat
     )  # fmt: skip
     assert "error: The teacher's embeddings have 4 dimensions and the student's 8" in err
     assert not os.path.exists(tmp_path / "run") and not os.path.exists(tmp_path / "run.partial")
+
+
+# === A CLI that explains itself: help, defaults, early checks, ids, status lines, --version ===
+
+
+def subcommands(parser):
+    """The `_SubParsersAction` of a parser's subcommands (argparse keeps them there), or None."""
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+def every_parser():
+    """`{command line: parser}` of every subcommand of `sbert-keras`, `index build` and `index search` included."""
+    parsers = {}
+    for name, sub in subcommands(build_parser()).choices.items():
+        parsers[name] = sub
+        inner = subcommands(sub)
+        parsers.update({f"{name} {n}": p for n, p in (inner.choices.items() if inner else ())})
+    return parsers
+
+
+def test_help_describes_every_command_and_every_flag_with_its_default():
+    top = build_parser()
+    assert top.description == cli_parser.DESCRIPTION and "This module holds" not in top.format_help()
+    listed = {a.dest: a.help for a in subcommands(top)._choices_actions}
+    assert listed == cli_parser.SUMMARIES  # each command's line in `sbert-keras --help`
+    parsers = every_parser()
+    assert set(parsers) == {*cli_parser.SUMMARIES, "index build", "index search"}
+    summaries = {
+        **cli_parser.SUMMARIES,
+        **{f"index {a.dest}": a.help for a in subcommands(parsers["index"])._choices_actions},
+    }
+    for name, parser in parsers.items():
+        description, summary = " ".join(parser.description.split()), summaries[name]
+        assert description.startswith(summary[0].upper() + summary[1:] + "."), name  # its own description
+        assert "mine_hard_negatives" not in parser.format_help()
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help and action.help.strip(), f"{name} {action.option_strings[0]} has no help"
+            if action.default not in (None, False):  # the default shows in --help
+                assert "(default" in formatter._get_help_string(action), (name, action.dest)
+
+
+def test_help_lines_say_what_each_flag_defaults_to(capsys):
+    text = help_text(capsys, "mine-negatives")
+    assert "--num-negatives NUM_NEGATIVES negatives per anchor (default: 3)" in text
+    assert "(default: top)" in text and "mine_hard_negatives'" not in text
+    text = help_text(capsys, "encode")
+    assert "--batch-size BATCH_SIZE texts per forward pass (default: 32)" in text
+    assert "--normalize, --no-normalize" in text and "(default: what the model's configuration says)" in text
+    text = help_text(capsys, "search")
+    assert "--top-k TOP_K hits per query (default: 10)" in text and "1-based line number" in text
+    # cluster --threshold: a distance for agglomerative, a similarity for community detection.
+    text = help_text(capsys, "cluster")
+    assert "agglomerative: a cosine DISTANCE (1 - cos, 0 to 2)" in text
+    assert "community: a cosine SIMILARITY (-1 to 1)" in text and "(default: 0.75)" in text
+
+
+HELP_AND_VERSION = """
+import contextlib, io, json, sys
+from sbert_keras.cli.parser import main
+results = {}
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main(argv)
+        except SystemExit as stop:
+            results[" ".join(argv)] = [stop.code, out.getvalue()]
+print(json.dumps({"results": results, "imported": sorted({"tensorflow", "apache_beam"} & set(sys.modules))}))
+"""
+
+
+def clean_env():
+    """A new user's environment: this checkout, no TensorFlow logging setting."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CPP", "PYTHONPATH"))}
+    return dict(env, PYTHONPATH=str(ROOT))
+
+
+def test_every_help_and_version_print_no_warning_and_import_no_tensorflow():
+    helps = [[], *[[name] for name in cli_parser.SUMMARIES], ["index", "build"], ["index", "search"]]
+    argvs = [argv + ["--help"] for argv in helps] + [["--version"]]
+    done = subprocess.run(
+        [sys.executable, "-c", HELP_AND_VERSION, json.dumps(argvs)],
+        env=clean_env(), cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr  # no Beam, faiss or TensorFlow line
+    report = json.loads(done.stdout)
+    assert report["imported"] == []
+    for argv, (code, out) in report["results"].items():
+        assert code == 0 and out.startswith("usage: sbert-keras" if argv != "--version" else "sbert-keras"), argv
+    assert report["results"]["--version"][1] == f"sbert-keras {sbert_keras.__version__}\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "sbert_keras.cli", "--version"],
+        env=clean_env(), cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"sbert-keras {sbert_keras.__version__}\n", "")
+
+
+BAD_FLAGS = """
+import json, sys
+from sbert_keras.cli.parser import main
+codes = [main(argv) for argv in json.loads(sys.argv[1])]
+print(json.dumps({"codes": codes, "tensorflow": "tensorflow" in sys.modules}))
+"""
+
+
+def test_bad_flags_are_one_line_naming_the_flag_before_tensorflow_or_the_model_loads(tmp_path):
+    c, t = corpus_file(tmp_path), tmp_path
+    (t / "old.npy").write_bytes(b"an earlier result")
+    model = ["--model", str(t / "missing.keras")]  # never loaded: every error comes first
+    missing = t / "nope.txt"
+    agglomerative, community = ["--method", "agglomerative"], ["--method", "community"]
+    cases = [
+        (["cluster", "--input", c], "cluster: error: --num-clusters is required with --method kmeans."),
+        (["cluster", "--input", c, "--num-clusters", "2", "--threshold", "0.5"], "does not apply to --method kmeans"),
+        (["cluster", "--input", c, *agglomerative], "needs exactly one of --num-clusters or --threshold"),
+        (["cluster", "--input", c, *agglomerative, "--threshold", "3"],
+         "--threshold is a cosine distance (1 - cos) with --method agglomerative, between 0 and 2; received 3.0."),
+        (["cluster", "--input", c, *community, "--threshold", "1.5"],
+         "--threshold is a cosine similarity with --method community, between -1 and 1; received 1.5."),
+        (["cluster", "--input", c, *community, "--num-clusters", "2"], "--num-clusters does not apply to --method"),
+        (["encode", "--input", missing, "--output", t / "e.npy"], f"encode: error: --input {missing}: no such file."),
+        (["encode", "--input", c, "--output", t / "e.npy", "--batch-size", "0"],
+         "encode: error: --batch-size must be an integer >= 1; received 0."),
+        (["encode", "--input", c, "--output", t / "old"],
+         f"encode: error: --output {t / 'old.npy'} already exists; pass --overwrite to replace it."),
+        (["search", "--corpus", c, "--query", "a", "--embeddings", missing], f"--embeddings {missing}: no such file."),
+        (["evaluate"], "evaluate: error: give at least one of --sts, --triplets, --nli, --ir."),
+        (["evaluate", "--sts", missing], f"evaluate: error: --sts {missing}: no such file."),
+        (["evaluate", "--ir", c], f"evaluate: error: --ir {c} is a file; give a folder."),
+        (["mine-negatives", "--pairs", c, "--output", t / "t.csv", "--range-max", "3", "--num-negatives", "5"],
+         "--num-negatives 5 is more than the 3 ranks from --range-min 0 to --range-max 3"),
+        (["train", "--objective", "cosent", "--train", c, "--output", t / "run", "--sequence-length", "0"],
+         "train: error: --sequence-length must be an integer >= 1; received 0."),
+        (["index", "search", "--index", t / "idx", "--query", "a"], f"--index {t / 'idx'}: no such folder."),
+        (["embed-corpus", "--input", c, "--output", t / "emb", "--beam-batch-size", "0"],
+         "embed-corpus: error: --beam-batch-size must be an integer >= 1; received 0."),
+    ]  # fmt: skip
+    argvs = [[str(a) for a in argv] + model for argv, _ in cases]
+    done = subprocess.run(
+        [sys.executable, "-c", BAD_FLAGS, json.dumps(argvs)],
+        env=clean_env(), cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report == {"codes": [2] * len(cases), "tensorflow": False}, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == len(cases), done.stderr  # one line each, no status line: nothing was started
+    for line, (argv, message) in zip(lines, cases):
+        assert line.startswith(f"sbert-keras {argv[0]}: error: ") and message in line, (line, message)
+
+
+def test_encode_refuses_to_replace_its_output_and_normalizes_as_told(capsys, tmp_path, encoder_file):
+    lines = corpus_file(tmp_path)
+    encode = ["encode", "--model", encoder_file, "--input", lines, "--precision", "float32"]
+    run_cli(capsys, *encode, "--output", tmp_path / "unit.npy")  # the model's config: normalize=True
+    err = run_cli_error(capsys, *encode, "--output", tmp_path / "unit.npy")
+    assert err == f"sbert-keras encode: error: --output {tmp_path / 'unit.npy'} already exists; pass --overwrite " + (
+        "to replace it."
+    )
+    assert np.linalg.norm(np.load(tmp_path / "unit.npy"), axis=1) == pytest.approx(1.0, abs=1e-5)
+    run_cli(capsys, *encode, "--output", tmp_path / "raw.npy", "--no-normalize")
+    raw = np.load(tmp_path / "raw.npy")
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0, atol=1e-3)
+    run_cli(capsys, *encode, "--output", tmp_path / "unit.npy", "--overwrite", "--normalize")
+    np.testing.assert_allclose(
+        np.load(tmp_path / "unit.npy"), raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-5
+    )
+    assert build_parser().parse_args(["encode", *map(str, encode), "--output", "x"][1:]).normalize is None
+
+
+def test_one_id_convention_line_numbers_across_search_index_and_embed_corpus(capsys, tmp_path, encoder_file):
+    lines = tmp_path / "corpus.txt"
+    lines.write_text("\n".join([CORPUS[0], "", CORPUS[2], CORPUS[4], "  ", CORPUS[5]]) + "\n")  # blank lines 2 and 5
+    expected = {CORPUS[0]: "1", CORPUS[2]: "3", CORPUS[4]: "4", CORPUS[5]: "6"}
+    queries = [arg for text in expected for arg in ("--query", text)]
+    model = ["--model", encoder_file]
+    hits = run_cli(capsys, "search", *model, "--corpus", lines, *queries, "--top-k", 1)
+    assert {h["query"]: h["hits"][0]["id"] for h in hits} == expected
+    assert all(h["hits"][0]["text"] == h["query"] for h in hits)
+    # The vectors `encode` saved (one row per line, blank lines too) give the same hits.
+    encoded = run_cli(capsys, "encode", *model, "--input", lines, "--output", tmp_path / "corpus.npy")
+    assert encoded["texts"] == 6
+    again = run_cli(
+        capsys, "search", *model, "--corpus", lines, *queries, "--top-k", 1, "--embeddings", tmp_path / "corpus.npy"
+    )
+    assert [h["hits"][0]["id"] for h in again] == [h["hits"][0]["id"] for h in hits]
+    assert [h["hits"][0]["score"] for h in again] == pytest.approx([h["hits"][0]["score"] for h in hits], abs=1e-5)
+    # A .npy of another file is refused before the model loads, naming both files.
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join([*CORPUS, "a dog"]) + "\n")
+    err = run_cli_error(capsys, "search", "--model", tmp_path / "none.keras", "--corpus", other, "--query", "a",
+                        "--embeddings", encoded["output"])  # fmt: skip
+    assert f"--embeddings {encoded['output']} holds 6 rows" in err and f"--corpus {other} has 7 lines" in err
+    pytest.importorskip("faiss")
+    run_cli(capsys, "index", "build", "--embeddings", encoded["output"], "--output", tmp_path / "idx", "--kind", "flat")
+    assert index_search(capsys, tmp_path / "idx", encoder_file, queries) == expected
+    pytest.importorskip("apache_beam")
+    run_cli(capsys, "embed-corpus", *model, "--input", lines, "--output", tmp_path / "emb", "--direct_num_workers", 1)
+    run_cli(capsys, "index", "build", "--embeddings", tmp_path / "emb", "--output", tmp_path / "idx2", "--kind", "flat")
+    assert index_search(capsys, tmp_path / "idx2", encoder_file, queries) == expected
+
+
+def index_search(capsys, index, model, queries):
+    """`{query: its first hit's id}` of `sbert-keras index search`."""
+    code = main(["index", "search", "--index", str(index), "--model", str(model), *queries, "--top-k", "1"])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    return {r["query"]: r["hits"][0]["id"] for r in map(json.loads, out.out.splitlines())}
+
+
+def test_status_lines_while_tensorflow_and_the_model_load_keep_stdout_json(tmp_path, encoder_file):
+    lines = corpus_file(tmp_path)
+    argv = ["encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e.npy"]
+    done = subprocess.run(
+        [sys.executable, "-m", "sbert_keras.cli", *map(str, argv)],
+        env=clean_env(), cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["texts"] == 6
+    err = done.stderr.splitlines()
+    assert err[0] == "sbert-keras: starting TensorFlow ..."  # before the seconds of TensorFlow's import
+    assert re.fullmatch(r"sbert-keras: TensorFlow started in \d+\.\d s", err[1]), err
+    assert f"sbert-keras: loading model {encoder_file} ..." in err
+    assert any(re.fullmatch(r"sbert-keras: model loaded in \d+\.\d s", line) for line in err)
+
+
+def test_export_prints_the_precision_it_used_and_what_clients_need(capsys, tmp_path, encoder_file):
+    out = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm")
+    marker = json.loads((tmp_path / "sm" / outputs.MARKER).read_text())
+    assert out["precision"] == marker["precision"] and out["precision"] in defaults.PRECISIONS[1:]
+    for facts in (out, marker):
+        assert facts["client_requires"] == ["tensorflow", "tensorflow_text"]
+        assert "import tensorflow_text" in facts["client_note"]
+    out = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm", "--overwrite",
+                  "--precision", "float32")  # fmt: skip
+    assert out["precision"] == "float32"
+
+
+def test_docs_cli_has_a_section_per_command():
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    for name in cli_parser.SUMMARIES:
+        assert f"## `sbert-keras {name}`" in text, name

@@ -181,12 +181,16 @@ def test_cli_help_prints_no_tensorflow_line_and_imports_no_tensorflow():
 
 
 def test_cli_error_is_one_line_without_tensorflow_lines(tmp_path):
-    # TensorFlow is imported (the error comes after the console setup).
+    # TensorFlow is imported (the error comes after the console setup), with its status line.
     lines = tmp_path / "latin1.txt"
     lines.write_bytes("un café\n".encode("latin-1"))
-    result = run([sys.executable, "-m", "sbert_keras.cli", "cluster", "--model", "none.keras", "--input", str(lines)])
+    argv = ["cluster", "--model", "none.keras", "--input", str(lines), "--num-clusters", "2"]
+    result = run([sys.executable, "-m", "sbert_keras.cli", *argv])
     assert result.returncode == 2
-    assert result.stderr.splitlines() == [
+    status, error = result.stderr.splitlines()[:2], result.stderr.splitlines()[2:]
+    assert status[0] == "sbert-keras: starting TensorFlow ..."
+    assert re.fullmatch(r"sbert-keras: TensorFlow started in \d+\.\d s", status[1]), status
+    assert error == [
         (
             f"sbert-keras cluster: error: {lines}, line 1: byte 0xe9 at column 7 is not valid "
             "UTF-8 (a Latin-1 or Windows-1252 file?); save the file as UTF-8"

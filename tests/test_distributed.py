@@ -273,7 +273,8 @@ if __name__ == "__main__":
 def test_cli_multi_worker_without_tf_config_is_a_clear_error(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     argv = ["train", "--strategy", "multi-worker", "--objective", "contrastive", "--model", "m.keras"]
-    status = cli.main(argv + ["--train", "t.csv", "--output", str(tmp_path / "run")])
+    (tmp_path / "t.csv").write_text("anchor,positive\na,b\n")
+    status = cli.main(argv + ["--train", str(tmp_path / "t.csv"), "--output", str(tmp_path / "run")])
     assert status == 2
     assert "sbert-keras train: error: TF_CONFIG is not set" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from conftest import minilm_path
+from harness import error_lines
 from sbert_keras.checkpoints.tokenizer_json import bert_tokenizer
 from sbert_keras.checkpoints.tokenizer_json import roberta_tokenizer
 from sbert_keras.cli.parser import main
@@ -101,5 +102,5 @@ def test_malformed_tokenizer_json_is_one_line_in_the_cli(tmp_path, capsys, model
     args = ["encode", "--model", folder, "--input", tmp_path / "lines.txt", "--output", tmp_path / "out"]
     code = main([str(a) for a in args])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1
+    assert code == 2 and len(error_lines(err)) == 1
     assert f"{folder / 'tokenizer.json'}: `model" in err

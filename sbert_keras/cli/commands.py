@@ -1,12 +1,15 @@
 """The commands of `sbert-keras`: one `cmd_<name>(args)` per subcommand.
 
-Each takes the parsed `argparse.Namespace` of `sbert_keras.cli.parser` and returns
-the JSON-able result `main` prints. Inputs (flags, files, output folders)
-are checked before a model loads, so a bad one fails fast. This module
-imports TensorFlow (through the encoder): `sbert_keras.cli.parser.main`
-imports it only after it has parsed the arguments and set TensorFlow's
-logging environment (`sbert_keras.utils.console`), so `sbert-keras --help`
-and usage errors import no TensorFlow.
+Each takes the parsed `argparse.Namespace` of `sbert_keras.cli.parser`, whose
+flags, input paths and outputs `sbert_keras.cli.flag_checks` has checked,
+and returns the JSON-able result `main` prints. A command reads its input
+files before the model loads, so a bad file fails fast too. Texts of a
+corpus file are named by their 1-based line numbers (`numbered`), as
+`embed-corpus` and `index` name them. This module imports TensorFlow
+(through the encoder): `sbert_keras.cli.parser.main` imports it only after
+it has parsed and checked the arguments and set TensorFlow's logging
+environment (`sbert_keras.utils.console`), so `sbert-keras --help` and
+usage errors import no TensorFlow.
 
 Example:
 ```python
@@ -17,8 +20,10 @@ cmd_encode(args)  # {"texts": ..., "dim": ..., "output": "a.npy", "truncated": 0
 """
 
 import dataclasses
-import math
+import json
 import os
+
+import numpy as np
 
 from sbert_keras.checkpoints.keras_files import load_keras_encoder
 from sbert_keras.cli import index_commands
@@ -32,8 +37,8 @@ from sbert_keras.runtime.export import export_saved_model
 from sbert_keras.training import hard_negatives
 from sbert_keras.training.siamese import ClassificationSiamese
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import console
 from sbert_keras.utils import defaults
-from sbert_keras.utils.checks import check_positive_int
 
 
 def load_encoder(spec, **kwargs):
@@ -42,10 +47,12 @@ def load_encoder(spec, **kwargs):
 
     Returns `(encoder, siamese model or None)`; the loading and its errors
     (corrupt files, unreachable presets) are shared with `SentenceEncoder.from_preset`.
+    A status line on stderr says which model loads, then how long it took.
     """
-    if str(spec).endswith(".keras"):
-        return load_keras_encoder(spec, SentenceEncoder, kwargs.get("sequence_length"))
-    return SentenceEncoder.from_preset(spec, **kwargs), None
+    with console.status(f"sbert-keras: loading model {spec} ...", "sbert-keras: model loaded"):
+        if str(spec).endswith(".keras"):
+            return load_keras_encoder(spec, SentenceEncoder, kwargs.get("sequence_length"))
+        return SentenceEncoder.from_preset(spec, **kwargs), None
 
 
 # Training files read by the objective's own reader, not by their layout.
@@ -74,8 +81,6 @@ def read_examples(path, objective=None, limit=None):
         objective: str or None. The objective the file is for.
         limit: int or None. Keep the first `limit` examples (>= 1).
     """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"--limit must be an integer >= 1; received {limit!r}.")
     if objective in OBJECTIVE_READERS:
         return first(OBJECTIVE_READERS[objective](path), limit)
     if objective == "distill":
@@ -113,76 +118,88 @@ def read_lines(path):
     return [line for _, line in data.iter_text_lines(path, skip_empty=False)]
 
 
-def evaluate_all(encoder, model=None, sts=None, triplets=None, nli=None, batch_size=defaults.ENCODE_BATCH_SIZE):
-    """Runs each requested evaluation; returns one flat dict of metrics."""
-    metrics = {}
+def read_eval_sets(sts=None, triplets=None, nli=None):
+    """The examples of each given evaluation file, read (and checked) before any model loads.
+
+    Returns a dict with the keys given: `"sts"` (`SentencePairs`), `"triplets"` (`Triplets`; an NLI
+    `.jsonl` is turned into triplets) and `"nli"` (`NLIPairs`).
+    """
+    sets = {}
     if sts:
-        pairs = read_examples(sts)
+        sets["sts"] = read_examples(sts)
+    if triplets:
+        examples = read_examples(triplets)
+        sets["triplets"] = data.nli_to_triplets(examples) if isinstance(examples, data.NLIPairs) else examples
+    if nli:
+        sets["nli"] = data.read_nli(nli)
+    return sets
+
+
+def evaluate_all(encoder, model=None, sts=None, triplets=None, nli=None, batch_size=defaults.ENCODE_BATCH_SIZE):
+    """Runs each requested evaluation; returns one flat dict of metrics.
+
+    Args:
+        encoder: the `SentenceEncoder`.
+        model: the siamese model loaded with it, or None (`nli` needs a `ClassificationSiamese`).
+        sts, triplets, nli: the examples `read_eval_sets` read, or None.
+        batch_size: int. Texts per forward pass.
+    """
+    sets = {name: value for name, value in (("sts", sts), ("triplets", triplets), ("nli", nli)) if value is not None}
+    metrics = {}
+    if "sts" in sets:
+        pairs = sets["sts"]
         metrics.update(
             evaluation.sts_evaluation(encoder, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size)
         )
-    if triplets:
-        examples = read_examples(triplets)
-        if isinstance(examples, data.NLIPairs):
-            examples = data.nli_to_triplets(examples)
-        metrics.update(
-            evaluation.triplet_evaluation(
-                encoder, examples.anchor, examples.positive, examples.negative, batch_size=batch_size
-            )
-        )
-    if nli:
+    if "triplets" in sets:
+        t = sets["triplets"]
+        metrics.update(evaluation.triplet_evaluation(encoder, t.anchor, t.positive, t.negative, batch_size=batch_size))
+    if "nli" in sets:
         if not isinstance(model, ClassificationSiamese):
             raise ValueError(
                 "--nli needs a classification model (.keras saved by `sbert-keras train --objective classification`)."
             )
-        pairs = data.read_nli(nli)
+        pairs = sets["nli"]
         metrics.update(
             evaluation.nli_evaluation(model, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size)
         )
     return metrics
 
 
-def check_flag(value, flag, minimum=1):
-    """Raises a `ValueError` naming `flag` unless `value` is an int >= `minimum`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{flag} must be an integer >= {minimum}; received {value!r}.")
-    return value
-
-
 def cmd_evaluate(args):
-    """Metrics of each given set: `--sts`, `--triplets`, `--nli` and `--ir` (a BEIR folder, `--split`)."""
-    if not (args.sts or args.triplets or args.nli or args.ir):
-        raise SystemExit("evaluate: give at least one of --sts, --triplets, --nli, --ir")
-    check_flag(args.batch_size, "--batch-size")
-    ir = retrieval_evaluation.read_beir(args.ir, args.split) if args.ir else None  # bad files fail before the model
+    """Metrics of each given set: `--sts`, `--triplets`, `--nli` and `--ir` (a BEIR folder, `--split`).
+
+    Every file is read before the model loads (`sbert_keras.cli.flag_checks` checked the flags).
+    """
+    sets = read_eval_sets(args.sts, args.triplets, args.nli)
+    ir = retrieval_evaluation.read_beir(args.ir, args.split) if args.ir else None
     encoder, model = load_encoder(args.model)
-    metrics = evaluate_all(encoder, model, args.sts, args.triplets, args.nli, args.batch_size)
+    metrics = evaluate_all(encoder, model, batch_size=args.batch_size, **sets)
     if ir:
         metrics.update(retrieval_evaluation.information_retrieval_evaluation(encoder, *ir, batch_size=args.batch_size))
     return metrics
 
 
 def cmd_encode(args):
-    """Embeds `--input` lines into `--output` (`.npy` added if missing), atomically."""
-    check_flag(args.batch_size, "--batch-size")
-    path = outputs.check_writable(outputs.npy_path(args.output), create_parents=False)
-    if os.path.isdir(path):
-        raise ValueError(f"--output {path} is a folder; give a .npy file name.")
+    """Embeds the lines of `--input`, one row per line, into `--output` (`.npy` added if missing), atomically.
+
+    `sbert_keras.cli.flag_checks` refused an existing `--output` without `--overwrite`.
+    """
+    texts = read_nonempty_lines(args.input, "--input")
     encoder = quantized(load_encoder(args.model)[0], args.quantize)
-    texts = read_lines(args.input)
     embeddings = encoder.encode(
         texts,
         batch_size=args.batch_size,
-        normalize=args.normalize or None,
+        normalize=args.normalize,
         precision=args.precision,
         show_progress=True,
         **prompt_options(args),
     )
-    outputs.save_npy(path, embeddings)
+    path = outputs.save_npy(args.output, embeddings)
     return {
         "texts": len(texts),
         "dim": int(embeddings.shape[1]),
-        "output": outputs.npy_path(args.output),
+        "output": path,
         "truncated": encoder.last_num_truncated,
     }
 
@@ -207,24 +224,70 @@ def read_nonempty_lines(path, flag):
     return lines
 
 
+def numbered(lines):
+    """`(line numbers, texts)` of the non-blank `lines` of a file; the numbers are 1-based.
+
+    The line numbers are the ids of `search`, `index` (a `.npy` of `encode`) and `embed-corpus`.
+    """
+    numbers = [number for number, line in enumerate(lines, start=1) if line.strip()]
+    return numbers, [lines[number - 1] for number in numbers]
+
+
+def saved_embeddings(args, num_lines):
+    """The `--embeddings` array, checked to hold one row per line of `--corpus` (`num_lines`)."""
+    try:
+        embeddings = np.load(args.embeddings, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise ValueError(f"--embeddings {args.embeddings} is not a .npy array ({error}).") from None
+    if embeddings.ndim != 2 or len(embeddings) != num_lines:
+        raise ValueError(
+            f"--embeddings {args.embeddings} holds {embeddings.shape[0] if embeddings.ndim else 0} rows "
+            f"(shape {embeddings.shape}) and --corpus {args.corpus} has {num_lines} lines: give the .npy that "
+            f"`sbert-keras encode --input {args.corpus}` wrote."
+        )
+    return embeddings
+
+
 def cmd_search(args):
+    """Ranks the non-blank lines of `--corpus` for each query; a hit's `id` is its 1-based line number.
+
+    With `--embeddings`, the corpus vectors are the rows `encode` saved (row `r` is line `r + 1`);
+    the model encodes the queries only.
+    """
     # Inputs first: a bad file fails before the model loads.
-    batch_size = check_positive_int(args.batch_size, "--batch-size")
-    corpus = read_nonempty_lines(args.corpus, "--corpus")
-    queries = args.query or read_nonempty_lines(args.queries, "--queries")
+    lines = read_nonempty_lines(args.corpus, "--corpus")
+    numbers, corpus = numbered(lines)
+    queries = args.query or numbered(read_nonempty_lines(args.queries, "--queries"))[1]
+    saved = saved_embeddings(args, len(lines)) if args.embeddings else None
     encoder, _ = load_encoder(args.model)
-    corpus_embeddings = encoder.encode(corpus, batch_size=batch_size, show_progress=True)
-    query_embeddings = encoder.encode(queries, batch_size=batch_size, show_progress=False)
+    query_embeddings = encoder.encode(queries, batch_size=args.batch_size, show_progress=False)
+    if saved is None:
+        corpus_embeddings = encoder.encode(corpus, batch_size=args.batch_size, show_progress=True)
+    else:
+        corpus_embeddings = np.asarray(saved[np.asarray(numbers) - 1], dtype="float32")
+        if corpus_embeddings.shape[1] != query_embeddings.shape[1]:
+            raise ValueError(
+                f"--embeddings {args.embeddings} holds vectors of dimension {corpus_embeddings.shape[1]} and "
+                f"--model {args.model} encodes {query_embeddings.shape[1]}: give the model that wrote them."
+            )
     hits = semantic_search(query_embeddings, corpus_embeddings, top_k=args.top_k)
-    return [{"query": q, "hits": [{"text": corpus[h["corpus_id"]], **h} for h in hs]} for q, hs in zip(queries, hits)]
+    return [{"query": q, "hits": [search_hit(h, numbers, corpus) for h in hs]} for q, hs in zip(queries, hits)]
+
+
+def search_hit(hit, numbers, corpus):
+    """`{"id", "text", "score"}` of one `semantic_search` hit: the id is the text's 1-based line number."""
+    row = hit["corpus_id"]
+    return {"id": str(numbers[row]), "text": corpus[row], "score": hit["score"]}
 
 
 def cmd_cluster(args):
-    batch_size = check_positive_int(args.batch_size, "--batch-size")
-    texts = read_nonempty_lines(args.input, "--input")
+    """Groups the non-blank lines of `--input`; `sbert_keras.cli.flag_checks` checked the method's flags."""
+    texts = numbered(read_nonempty_lines(args.input, "--input"))[1]
+    if args.num_clusters is not None and args.num_clusters > len(texts):
+        raise ValueError(f"--num-clusters {args.num_clusters} is more than the {len(texts)} texts of --input.")
     encoder, _ = load_encoder(args.model)
     labels = cluster(
-        encoder.encode(texts, batch_size=batch_size, show_progress=True),
+        encoder.encode(texts, batch_size=args.batch_size, show_progress=True),
         method=args.method,
         num_clusters=args.num_clusters,
         threshold=args.threshold,
@@ -238,18 +301,27 @@ def cmd_cluster(args):
 
 
 def cmd_export(args):
-    """Writes the SavedModel beside `--output`, then renames it (refuses to replace one)."""
-    outputs.prepare_dir(args.output, overwrite=args.overwrite)
+    """Writes the SavedModel beside `--output`, then renames it; prints what its `complete.json` records.
+
+    `sbert_keras.cli.flag_checks` refused an earlier export in `--output` without `--overwrite`. The
+    printed `precision` is the one the served graph runs (what `--precision auto` chose), and
+    `client_requires` / `client_note` say what a Python client imports before loading it.
+    """
     encoder = quantized(load_encoder(args.model)[0], args.quantize)
-    options = prompt_options(args)
-    export_saved_model(encoder, args.output, overwrite=args.overwrite, precision=args.precision, **options)
+    path = export_saved_model(
+        encoder, args.output, args.overwrite, args.precision, batch_size=args.batch_size, **prompt_options(args)
+    )
+    with open(os.path.join(path, outputs.MARKER), encoding="utf-8") as f:
+        marker = json.load(f)
     return {
         "saved_model": args.output,
-        "precision": args.precision,
+        "precision": marker["precision"],
         "signature": "serving_default",
         "input": "text: string[None]",
         "output": f"embeddings: float32[None, {args.truncate_dim or encoder.embedding_dim}]",
-        "prompt": encoder.resolve_prompt(args.prompt, args.prompt_name) or "",
+        "prompt": marker["prompt"],
+        "client_requires": marker["client_requires"],
+        "client_note": marker["client_note"],
     }
 
 
@@ -263,25 +335,17 @@ def cmd_index(args):
 def cmd_mine_negatives(args):
     """Mines hard negatives for `--pairs` into the triplet CSV `--output` (`hard_negatives`).
 
-    Flags left out keep `mine_hard_negatives`' defaults (argparse leaves them unset).
+    Each mining flag goes to the `mine_hard_negatives` argument of its name; `sbert_keras.cli.flag_checks`
+    checked the rank window and the output.
     """
-    batch_size = check_flag(args.batch_size, "--batch-size")
     pairs = hard_negatives.read_pairs_csv(args.pairs)
-    corpus = read_nonempty_lines(args.corpus, "--corpus") if args.corpus else None
-    output = outputs.check_writable(args.output)
-    if os.path.exists(output) and not args.overwrite:
-        raise ValueError(f"--output {output} already exists; pass --overwrite to replace it.")
-    # The mining flags given (`mine_<argument>`); the others keep the function's defaults.
+    corpus = numbered(read_nonempty_lines(args.corpus, "--corpus"))[1] if args.corpus else None
     options = {name[5:]: value for name, value in vars(args).items() if name.startswith("mine_")}
-    if options.get("range_min", 0) >= options.get("range_max", math.inf):
-        raise ValueError(
-            f"--range-min ({options['range_min']}) must be smaller than --range-max ({options['range_max']})."
-        )
     encoder, _ = load_encoder(args.model)
     mined = hard_negatives.mine_hard_negatives(
-        encoder, pairs.anchor, pairs.positive, corpus=corpus, batch_size=batch_size, show_progress=True, **options
+        encoder, pairs.anchor, pairs.positive, corpus=corpus, batch_size=args.batch_size, show_progress=True, **options
     )
-    written = hard_negatives.write_triplets_csv(output, mined, overwrite=args.overwrite)
+    written = hard_negatives.write_triplets_csv(args.output, mined, overwrite=args.overwrite)
     return {
         "pairs": len(pairs),
         "corpus": len(corpus) if corpus else 0,

@@ -1,10 +1,11 @@
 """`sbert-keras train`: fine-tune an encoder with one objective, resumably.
 
 The command of `sbert_keras.cli.parser`'s `train` parser, apart from the other
-commands (`sbert_keras.cli.commands`) because it is the largest: every flag
-is checked against `--objective` before a model loads, the training file is
-read by the objective's reader (`cli_commands.read_examples`), and the run
-goes to `<output>.partial`, which resumes when interrupted, before it is
+commands (`sbert_keras.cli.commands`) because it is the largest: its flags
+were checked against `--objective` by `sbert_keras.cli.flag_checks`; the
+output folder and the training data are checked before a model loads (the
+training file read by the objective's reader, `cli_commands.read_examples`),
+and the run goes to `<output>.partial`, which resumes when interrupted, before it is
 renamed to `--output`. While it runs, `<output>.lock` (`output_lock`) holds
 its pid, and a second run into the same `--output` is refused. The training
 itself is `sbert_keras.training.trainer.train_objective`. Like
@@ -21,7 +22,6 @@ cmd_train(args)  # {"objective": "cosent", "history": {...}, "encoder": "runs/co
 """
 
 import hashlib
-import math
 import os
 import shutil
 import tempfile
@@ -30,7 +30,6 @@ import warnings
 
 import keras
 
-from sbert_keras.cli.commands import check_flag
 from sbert_keras.cli.commands import evaluate_all
 from sbert_keras.cli.commands import load_encoder
 from sbert_keras.cli.commands import read_examples
@@ -74,14 +73,6 @@ def train_command(args):
     strategy = distributed.multi_worker_strategy() if getattr(args, "strategy", "none") == "multi-worker" else None
     if strategy is not None and not distributed.is_chief(strategy):
         args.output = os.path.join(tempfile.mkdtemp(prefix="sbert-keras-worker-"), "run")
-    for flag, value in (
-        ("--epochs", args.epochs),
-        ("--batch-size", args.batch_size),
-        ("--save-every", args.save_every),
-    ):
-        check_flag(value, flag)
-    if not math.isfinite(args.lr) or args.lr <= 0:
-        raise ValueError(f"--lr must be a finite number > 0; received {args.lr!r}.")
     model_kwargs = train_model_kwargs(args)
     drop_leftover_backup(args.output)
     target = outputs.prepare_dir(args.output, overwrite=args.overwrite)
@@ -126,7 +117,7 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
         precision = training.set_precision(args.precision)
         encoder, _ = load_encoder(args.model, sequence_length=args.sequence_length)
         teacher = load_encoder(args.teacher)[0] if args.teacher else None
-        before = evaluate_all(encoder, sts=args.dev) if args.dev and dev_is_sts(dev) else {}
+        before = evaluate_all(encoder, sts=dev) if dev_is_sts(dev) else {}
         start = time.perf_counter()
         run_info = {"model": args.model, "train_file_sha256": file_sha256(args.train), "limit": args.limit}
         if teacher is not None:
@@ -198,25 +189,12 @@ def drop_leftover_backup(output):
 
 
 def train_model_kwargs(args):
-    """The model arguments of `train`'s flags, each checked against `--objective` before anything loads."""
+    """The model arguments of `train`'s flags (`sbert_keras.cli.flag_checks` checked them against `--objective`)."""
     kwargs = {"matryoshka_dims": args.matryoshka_dims} if args.matryoshka_dims else {}
-    if kwargs and args.objective == "angle":
-        raise ValueError(
-            "--matryoshka-dims does not apply to --objective angle (AnglE's loss is on the full embeddings); "
-            "use cosent or regression."
-        )
-    for flag, name, value in (
-        ("--hard-negatives", "hard_negatives", args.hard_negatives),
-        ("--mini-batch-size", "mini_batch_size", args.mini_batch_size),
-    ):
-        if value and args.objective != "contrastive":
-            raise ValueError(f"{flag} applies to --objective contrastive only; received --objective {args.objective}.")
-        if value:
-            kwargs[name] = value
-    if args.objective == "distill" and not args.teacher:
-        raise ValueError("--objective distill needs --teacher MODEL (the model whose embeddings the student learns).")
-    if args.teacher and args.objective != "distill":
-        raise ValueError(f"--teacher applies to --objective distill only; received --objective {args.objective}.")
+    if args.hard_negatives:
+        kwargs["hard_negatives"] = True
+    if args.mini_batch_size:
+        kwargs["mini_batch_size"] = args.mini_batch_size
     return kwargs
 
 

@@ -18,9 +18,9 @@ import os
 from apache_beam.io.filesystems import FileSystems
 
 from sbert_keras.data import readers as data
+from sbert_keras.utils.defaults import INPUT_FORMATS
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-INPUT_FORMATS = ("auto", "text", "jsonl")
 SAME_IDS = ' (ids are stored as strings: 1 and "1" are the same id)'
 
 

@@ -48,7 +48,6 @@ from apache_beam.ml.inference.base import PredictionResult
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from sbert_keras.data.corpus import INPUT_FORMATS
 from sbert_keras.data.corpus import id_prefixes
 from sbert_keras.data.corpus import is_jsonl
 from sbert_keras.data.corpus import match_input
@@ -61,16 +60,15 @@ from sbert_keras.data.embedding_shards import prepare_output
 from sbert_keras.data.embedding_shards import read_embeddings  # noqa: F401 (part of this module's API)
 from sbert_keras.data.embedding_shards import shard_files
 from sbert_keras.encoder import SentenceEncoder
+from sbert_keras.integrations.beam_arguments import add_arguments  # noqa: F401 (part of this module's API)
 from sbert_keras.training import objectives  # noqa: F401 (registers every model and loss a `.keras` file may hold)
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.checks import check_positive_int
+from sbert_keras.utils.defaults import BEAM_BATCH_SIZE
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
 from sbert_keras.utils.defaults import PRECISIONS
 
-# Texts per Beam batch (`BatchElements`): `encode` sorts each batch by length
-# and cuts it into `batch_size` forward passes, so a large batch pads little.
-BEAM_BATCH_SIZE = 1024
 # A bad input line fails a worker; runners re-raise it as a RuntimeError whose
 # text holds the original "DataFormatError: <file>, line <n>: <reason>".
 BAD_LINE = re.compile(r"DataFormatError: (.+?)(?: \[while running .*)?$", re.MULTILINE)
@@ -296,26 +294,14 @@ def write_shards(pipeline_args, files, handler, work, dim, input_format, texts):
 # === CLI ===
 
 
-def add_arguments(parser):
-    """The options of `sbert-keras embed-corpus` (Beam's own options are passed through)."""
-    parser.add_argument("--model", required=True, help="sentence-transformers folder, .keras file or train output")
-    parser.add_argument("--input", required=True, help="file or glob: text lines, or JSON lines {'id', 'text'}")
-    parser.add_argument("--output", required=True, help="output folder of Parquet shards (appears when complete)")
-    parser.add_argument("--precision", default="auto", choices=list(PRECISIONS), help="encode's matmul precision")
-    parser.add_argument("--batch-size", type=int, default=ENCODE_BATCH_SIZE, help="texts per forward pass")
-    parser.add_argument("--beam-batch-size", type=int, default=BEAM_BATCH_SIZE, help="texts per Beam batch")
-    parser.add_argument("--input-format", default="auto", choices=list(INPUT_FORMATS), help="auto: .jsonl/.json")
-    parser.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
-    parser.add_argument("--worker-threads", type=int, default=None, help="TensorFlow threads per Beam worker")
-    parser.add_argument("--overwrite", action="store_true", help="replace earlier embeddings in --output")
-    return parser
-
-
 def run(args):
-    """Runs `embed_corpus` for parsed `args` (`args.pipeline_args`: Beam options)."""
+    """Runs `embed_corpus` for the `args` parsed with `beam_arguments.add_arguments`.
+
+    `args.pipeline_args`: the options the parser did not know, passed to Beam.
+    """
     names = ("batch_size", "beam_batch_size", "input_format", "overwrite", "worker_threads")
     options = {name: getattr(args, name) for name in names}
     beam_args = getattr(args, "pipeline_args", None) or []
     return embed_corpus(
-        args.model, args.input, args.output, args.precision, beam_args, normalize=args.normalize or None, **options
+        args.model, args.input, args.output, args.precision, beam_args, normalize=args.normalize, **options
     )

@@ -23,9 +23,11 @@ from sbert_keras.retrieval.scores import normalize
 from sbert_keras.retrieval.scores import similarity_matrix
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CLUSTER_METHODS
+from sbert_keras.utils.defaults import COMMUNITY_MIN_SIZE
+from sbert_keras.utils.defaults import COMMUNITY_THRESHOLD
 
 
-def community_detection(embeddings, threshold=0.75, min_community_size=10, batch_size=1024):
+def community_detection(embeddings, threshold=COMMUNITY_THRESHOLD, min_community_size=10, batch_size=1024):
     """Groups of mutually close embeddings (sentence-transformers' algorithm).
 
     A point's neighbours are the points (itself included) with cosine >=
@@ -138,8 +140,8 @@ def cluster(embeddings, method="kmeans", num_clusters=None, threshold=None, rand
     if method == "community":
         communities = community_detection(
             emb,
-            threshold=0.75 if threshold is None else threshold,
-            min_community_size=kwargs.pop("min_community_size", 2),
+            threshold=COMMUNITY_THRESHOLD if threshold is None else threshold,
+            min_community_size=kwargs.pop("min_community_size", COMMUNITY_MIN_SIZE),
             **kwargs,
         )
         labels = np.full(len(emb), -1, dtype=np.int64)

@@ -85,12 +85,13 @@ def sha256_of(path):
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _check_target(target, overwrite):
+def check_target(target, overwrite, flag="path"):
+    """Raises a `ValueError` naming `flag` unless `target` is free for an index (or holds one, and `overwrite`)."""
     if os.path.lexists(target) and (not os.path.isdir(target) or os.listdir(target)):
         if not os.path.isfile(os.path.join(target, CONFIG_FILE)):
-            raise ValueError(f"path {target} already holds something that is not an index; choose another.")
+            raise ValueError(f"{flag} {target} already holds something that is not an index; choose another.")
         if not overwrite:
-            raise ValueError(f"path {target} already holds an index; pass overwrite=True (--overwrite).")
+            raise ValueError(f"{flag} {target} already holds an index; pass overwrite=True (--overwrite).")
 
 
 def write_folder(path, overwrite, index, kind, ids, params, vectors):
@@ -100,7 +101,7 @@ def write_folder(path, overwrite, index, kind, ids, params, vectors):
     `DiskFullError` naming `path`, and the working folder is removed.
     """
     target = outputs.check_writable(path, "path")
-    _check_target(target, overwrite)
+    check_target(target, overwrite)
     needed = estimated_bytes(kind, len(ids), params["dim"], ids.itemsize, params["hnsw_m"])
     disk_space.check_free_space(target, needed)
     work = target + outputs.PARTIAL_SUFFIX

@@ -27,8 +27,6 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import sys
-import time
 import warnings
 
 import keras
@@ -36,6 +34,7 @@ import keras_hub
 import tensorflow as tf
 
 from sbert_keras.runtime import weight_writes
+from sbert_keras.utils import console
 from sbert_keras.utils import hardware
 
 CACHE_ENV = "SBERT_KERAS_CACHE_DIR"
@@ -184,9 +183,8 @@ class VerdictCache:
                 os.remove(temporary)
 
 
-@contextlib.contextmanager
 def status(encoder, precision, enabled=True, stream=None):
-    """Writes what a first call prepares, then how long it took (one line each, on stderr).
+    """Writes what a first call prepares, then how long it took (one line each, on stderr; `console.status`).
 
     Args:
         encoder: the `SentenceEncoder` being prepared.
@@ -194,16 +192,8 @@ def status(encoder, precision, enabled=True, stream=None):
         enabled: bool. Write nothing when False.
         stream: a text stream (default `sys.stderr`).
     """
-    if not enabled:
-        yield
-        return
-    stream = stream or sys.stderr
-    stream.write(
+    doing = (
         f"sbert_keras: preparing {encoder.name!r} for {precision} inference "
-        "(self-checks and graph compilation, once per process; `encoder.warmup()` does it ahead)...\n"
+        "(self-checks and graph compilation, once per process; `encoder.warmup()` does it ahead)..."
     )
-    stream.flush()
-    start = time.perf_counter()
-    yield
-    stream.write(f"sbert_keras: {encoder.name!r} ready in {time.perf_counter() - start:.1f} s\n")
-    stream.flush()
+    return console.status(doing, f"sbert_keras: {encoder.name!r} ready", enabled, stream)

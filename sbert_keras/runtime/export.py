@@ -50,6 +50,12 @@ from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
 
+# What a Python client imports before `tf.saved_model.load`, recorded in the export's `complete.json`.
+CLIENT_REQUIRES = ("tensorflow", "tensorflow_text")
+CLIENT_NOTE = (
+    "Run `import tensorflow_text` before `tf.saved_model.load(path)`: the tokenizer inside the graph uses "
+    "TensorFlow Text ops (pip install tensorflow-text, the version matching tensorflow)."
+)
 # The int8 guard's verdicts, held in `Int8Guard.state`.
 UNCHECKED, INT8_OK, USE_FLOAT = 0, 1, 2
 # Min cosine of the served int8 graph's probe vectors to the exporting
@@ -286,7 +292,9 @@ def export_saved_model(
     prepended inside the graph (`tf.strings.join`), so clients send the bare
     texts; the vectors are cut to `truncate_dim` and L2-normalised again if
     the encoder normalises. Both are recorded in the folder's
-    `complete.json` (`"prompt"`, `"truncate_dim"`). One prompt per
+    `complete.json` (`"prompt"`, `"truncate_dim"`), with the precision the
+    graph runs (`"precision"`: what `"auto"` chose) and what a Python client
+    imports before loading it (`"client_requires"`, `"client_note"`). One prompt per
     SavedModel: export the query and the document side of an asymmetric
     model as two models.
 
@@ -377,5 +385,7 @@ def export_saved_model(
         fn=serve,
         input_signature=[tf.TensorSpec(None, tf.string, name="text")],  # rank: `checked_request`
     )
-    _write(archive, endpoint, path, overwrite, {"command": "export", "prompt": prompt, "truncate_dim": truncate_dim})
+    marker = {"command": "export", "precision": plan[1], "prompt": prompt, "truncate_dim": truncate_dim}
+    marker.update(client_requires=list(CLIENT_REQUIRES), client_note=CLIENT_NOTE)
+    _write(archive, endpoint, path, overwrite, marker)
     return path

@@ -45,10 +45,12 @@ from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.checks import check_text_list
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
+from sbert_keras.utils.defaults import MINING_NUM_NEGATIVES
+from sbert_keras.utils.defaults import MINING_SAMPLING_STRATEGIES
 
 logger = logging.getLogger(__name__)
 
-SAMPLING_STRATEGIES = ("top", "random")
+SAMPLING_STRATEGIES = MINING_SAMPLING_STRATEGIES
 TRIPLET_HEADER = ("anchor", "positive", "negative")
 # Header names of the (anchor, positive) columns `read_pairs_csv` accepts.
 PAIR_HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
@@ -129,8 +131,8 @@ def mine_hard_negatives(
     relative_margin=None,
     max_score=None,
     min_score=None,
-    num_negatives=3,
-    sampling_strategy="top",
+    num_negatives=MINING_NUM_NEGATIVES,
+    sampling_strategy=MINING_SAMPLING_STRATEGIES[0],
     seed=None,
     batch_size=ENCODE_BATCH_SIZE,
     show_progress=None,

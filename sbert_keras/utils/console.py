@@ -26,12 +26,19 @@ Later lines, errors included, are never touched.
 
 Library code never calls this: `import sbert_keras` leaves the user's
 logging settings alone.
+
+`status` is the one status line of the package: a line on stderr when a
+slow step starts (TensorFlow's import, a model's load, a first call's
+self-checks) and one with its duration when it ends, so that seconds of
+silence are not mistaken for a hang. stdout stays for results.
 """
 
+import contextlib
 import os
 import re
 import sys
 import tempfile
+import time
 
 # absl's C++ log prefix: severity letter, MMDD, time, thread id, file:line].
 _TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
@@ -127,3 +134,35 @@ def quiet_tensorflow():
             text = capture.read().decode("utf-8", errors="replace")
             sys.stderr.write(text if failed else _filtered(text))
             sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def status(doing, done, enabled=True, stream=None):
+    """Writes `doing` now and `f"{done} in {seconds:.1f} s"` when the block ends without an error (stderr).
+
+    After an error nothing more is written: the error's own message follows.
+
+    Args:
+        doing: str. What starts, e.g. `"sbert-keras: loading model m.keras ..."`.
+        done: str. What ended, e.g. `"sbert-keras: model loaded"`.
+        enabled: bool. Write nothing when False.
+        stream: a text stream (default: `sys.stderr` at the time of the call).
+
+    Example:
+    ```python
+    with status("sbert-keras: loading model m.keras ...", "sbert-keras: model loaded"):
+        encoder = SentenceEncoder.from_preset("m.keras")
+    # sbert-keras: loading model m.keras ...
+    # sbert-keras: model loaded in 0.9 s
+    ```
+    """
+    if not enabled:
+        yield
+        return
+    stream = stream or sys.stderr
+    stream.write(doing + "\n")
+    stream.flush()
+    start = time.perf_counter()
+    yield
+    stream.write(f"{done} in {time.perf_counter() - start:.1f} s\n")
+    stream.flush()

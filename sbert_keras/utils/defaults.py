@@ -111,8 +111,30 @@ POLICY_PRECISIONS = ("auto",) + tuple(POLICIES)
 DEPRECATED_POLICY_NAMES = {policy: word for word, policy in POLICIES.items() if policy != word}
 
 # === Search and clustering ===
+# Hits per query of `sbert-keras search` and `sbert-keras index search`.
+SEARCH_TOP_K = 10
 # `search.cluster(method=...)` and `sbert-keras cluster --method`.
 CLUSTER_METHODS = ("kmeans", "agglomerative", "community")
+# Community detection: two texts are neighbours when their cosine similarity
+# is at least this (sentence-transformers' default), and a community keeps at
+# least `COMMUNITY_MIN_SIZE` texts.
+COMMUNITY_THRESHOLD = 0.75
+COMMUNITY_MIN_SIZE = 2
+
+# === Hard-negative mining ===
+# `mine_hard_negatives` and `sbert-keras mine-negatives`: negatives per
+# anchor, and how they are drawn from the rank window ("top": the best,
+# "random": a seeded sample), sentence-transformers' defaults.
+MINING_NUM_NEGATIVES = 3
+MINING_SAMPLING_STRATEGIES = ("top", "random")
+
+# === Corpus encoding (Apache Beam) ===
+# `embed_corpus` and `sbert-keras embed-corpus --input-format`: "auto" reads
+# `.jsonl`/`.json` files as JSON lines and anything else as text lines.
+INPUT_FORMATS = ("auto", "text", "jsonl")
+# Texts per Beam batch (`BatchElements`): `encode` sorts each batch by length
+# and cuts it into `batch_size` forward passes, so a large batch pads little.
+BEAM_BATCH_SIZE = 1024
 
 # === Training pipeline ===
 # Padded lengths of the length buckets of `pipelines.siamese_dataset`: few
