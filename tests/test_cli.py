@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -21,6 +22,8 @@ from sbert_keras import SentenceEncoder
 from sbert_keras.cli import parser as cli_parser
 from sbert_keras.cli.parser import build_parser
 from sbert_keras.cli.parser import main
+from sbert_keras.cli.train import command_line
+from sbert_keras.training.step_log import read_rows
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import defaults
 
@@ -118,6 +121,12 @@ def test_train_then_evaluate_real_minilm_and_reload(tmp_path):
     assert "spearman_cosine" in report["dev_before"]
     metrics = json.load(open(tmp_path / "out" / "metrics.json"))
     assert metrics["dev_after"] == report["dev_after"]
+    # One line per epoch with its steps, the dev line after it; the step log; the last line names the encoder.
+    steps = len(assert_run_folder(tmp_path / "out"))
+    assert re.search(rf"^{steps}/{steps} - .*loss: ", result.stderr, flags=re.MULTILINE)
+    assert re.search(r"^Epoch 1/1 dev \(.*\) - dev_spearman_cosine: ", result.stderr, flags=re.MULTILINE)
+    assert "Unknown" not in result.stderr
+    assert f"the trained encoder is {tmp_path / 'out' / 'encoder.keras'}" in result.stderr
     result = subprocess.run(
         cli + ["evaluate", "--model", str(tmp_path / "out" / "encoder.keras"), "--sts", str(dev)],
         env=env,
@@ -429,6 +438,24 @@ def test_encode_reports_the_file_it_writes(capsys, tmp_path, encoder_file):
     assert np.load(out["output"]).shape == (6, 8)
 
 
+RUN_FOLDER = ["README.md", "complete.json", "encoder.keras", "metrics.json", "model.keras", "training_log.csv"]
+
+
+def assert_run_folder(folder):
+    """`folder`'s README lists exactly its files; its step log counts steps 1, 2, ... with finite numbers.
+
+    Returns:
+        The step log's rows.
+    """
+    text = (folder / outputs.RUN_README).read_text()
+    assert sorted(re.findall(r"^- `([^`]+)`", text, flags=re.MULTILINE)) == sorted(os.listdir(folder)) == RUN_FOLDER
+    assert "\nsbert-keras train --" in text and " --objective " in text
+    rows = read_rows(folder / outputs.TRAINING_LOG)
+    assert rows and [int(row["step"]) for row in rows] == list(range(1, len(rows) + 1))
+    assert all(np.isfinite(float(row[key])) for row in rows for key in ("loss", "mean_loss", "learning_rate"))
+    return rows
+
+
 def test_train_killed_mid_epoch_and_during_the_final_save_resumes_and_completes(capsys, tmp_path, files, encoder_file):
     out = tmp_path / "out"
     args = [
@@ -462,18 +489,27 @@ def test_train_killed_mid_epoch_and_during_the_final_save_resumes_and_completes(
     other[other.index("--epochs") + 1] = "3"
     err = cli_error(capsys, *other)
     assert "belongs to a different run (epochs: backup 2, now 3)" in err
-    # 2. The same command resumes after step 2, and is killed during the final save.
+    # 2. The same command resumes after step 2 (its step log cut back to step 2 first), and is killed
+    #    during the final save.
     stages = run_until_paused(args, "encoder.keras")
-    assert stages[0] == "sbert-keras test: passed write of weights-0-3.weights.h5"
+    assert stages[0] == f"sbert-keras test: passed write of {outputs.TRAINING_LOG}"
+    assert stages[1] == "sbert-keras test: passed write of weights-0-3.weights.h5"
     assert stages[-1] == "sbert-keras test: paused at write of encoder.keras"
     assert not out.exists()
-    # 3. The same command finishes; the folder appears complete, with the whole history.
-    report = run_cli(capsys, *args)
-    assert sorted(os.listdir(out)) == ["complete.json", "encoder.keras", "metrics.json", "model.keras"]
+    # 3. The same command finishes; the folder appears complete, with the whole history, and its last
+    #    line names the encoder.
+    assert main([str(a) for a in args]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert sorted(os.listdir(out)) == RUN_FOLDER
     assert not (tmp_path / "out.partial").exists()
     assert len(json.loads((out / "metrics.json").read_text())["history"]["loss"]) == 2
     assert len(report["history"]["loss"]) == 2
     outputs.check_complete(out)
+    assert captured.err.splitlines()[-1].startswith(f"sbert-keras train: the trained encoder is {out}/encoder.keras")
+    assert report["encoder"] == f"{out}/encoder.keras" and report["training_log"] == f"{out}/{outputs.TRAINING_LOG}"
+    rows = assert_run_folder(out)  # each step logged once, across the kill and the resumption
+    assert [int(row["epoch"]) for row in rows] == [1] * (len(rows) // 2) + [2] * (len(rows) // 2)
     # 4. A completed run is not overwritten without --overwrite.
     err = cli_error(capsys, *args)
     assert "already holds a completed run; pass --overwrite" in err
@@ -705,6 +741,7 @@ def test_train_cosent_with_matryoshka_dims_and_adamw(capsys, tmp_path, files, en
     assert isinstance(optimizer, keras.optimizers.AdamW) and optimizer.weight_decay == pytest.approx(0.01)
     assert optimizer.global_clipnorm == pytest.approx(1.0)
     assert np.isfinite(out["history"]["loss"][0]) and os.path.exists(tmp_path / "run" / "encoder.keras")
+    assert_run_folder(tmp_path / "run")
     # `--precision auto` (bfloat16 on a bf16 CPU) held for the run only: the caller's policy is back.
     assert keras.config.dtype_policy().name == policy
 
@@ -765,6 +802,7 @@ def test_train_the_new_objectives(capsys, tmp_path, files, encoder_file, objecti
         "--output", tmp_path / "run", "--batch-size", 4, "--quiet", *teacher,
     )  # fmt: skip
     assert out["objective"] == objective and np.isfinite(out["history"]["loss"][0])
+    assert_run_folder(tmp_path / "run")
     # distill on an STS file: its distinct sentences (CORPUS, each in both columns).
     assert out["train_examples"] == {"labelled": 12, "pairs01": 5, "sentences": 6, "sts": 6}[kind]
     model, _ = load_run(tmp_path / "run")
@@ -1025,3 +1063,29 @@ def test_docs_cli_has_a_section_per_command():
     text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for name in cli_parser.SUMMARIES:
         assert f"## `sbert-keras {name}`" in text, name
+
+
+def test_train_with_limit_shows_the_epoch_total_and_logs_every_step(capsys, tmp_path, files, encoder_file):
+    args = [
+        "train", "--objective", "contrastive", "--model", encoder_file, "--train", files["triplets"],
+        "--output", tmp_path / "run", "--batch-size", 3, "--epochs", 2, "--limit", 10,
+    ]  # fmt: skip
+    with pytest.warns(UserWarning, match="negatives unused"):
+        assert main([str(a) for a in args]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["train_examples"] == 10
+    rows = assert_run_folder(tmp_path / "run")
+    steps = len(rows) // 2  # each epoch's: no-duplicate batches of 3 over 10 pairs
+    assert steps >= 4 and [int(row["epoch"]) for row in rows] == [1] * steps + [2] * steps
+    assert f"1/{steps}" in captured.err and f"{steps}/{steps}" in captured.err and "Unknown" not in captured.err
+
+
+def test_the_run_readme_command_parses_back_to_the_same_arguments():
+    argv = [
+        "train", "--objective", "cosent", "--model", "m.keras", "--train", "t.csv", "--output", "runs/a b",
+        "--matryoshka-dims", "8,4", "--quiet", "--lr", "3e-05", "--limit", "10", "--precision", "float32",
+    ]  # fmt: skip
+    args = build_parser().parse_args(argv)
+    words = shlex.split(command_line(args))
+    assert words[:2] == ["sbert-keras", "train"] and "--output" in words and "runs/a b" in words
+    assert vars(build_parser().parse_args(words[1:])) == vars(args)

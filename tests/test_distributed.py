@@ -33,6 +33,9 @@ from sbert_keras.training import objectives
 from sbert_keras.training import trainer as training
 from sbert_keras.training.pipelines import siamese_dataset
 from sbert_keras.training.siamese import ContrastiveSiamese
+from sbert_keras.training.step_log import COLUMNS
+from sbert_keras.training.step_log import read_rows
+from sbert_keras.utils.atomic_io import TRAINING_LOG
 
 GLOBAL_BATCH = 8
 WORKERS = 2
@@ -72,12 +75,16 @@ class StepLosses(keras.callbacks.Callback):
         self.losses.append(float(np.reshape(logs["loss"], -1)[0]))
 
 
-def training_runs(strategy=None):
-    """`{name: {"losses", "weights"}}` of each run of `RUNS`, under `strategy` or none."""
+def training_runs(log_dir, strategy=None):
+    """`{name: {"losses", "weights", "log"}}` of each run of `RUNS`, under `strategy` or none.
+
+    `log`: the rows of the run's step log (written into `log_dir/name`), as numbers.
+    """
     results = {}
     for name, (objective, which, kwargs) in RUNS.items():
         encoder = tiny_encoder(seed=0)
         steps = StepLosses()
+        output_dir = os.path.join(log_dir, name)
         training.train_objective(
             objective,
             encoder,
@@ -90,9 +97,11 @@ def training_runs(strategy=None):
             callbacks=[steps],
             verbose=0,
             strategy=strategy,
+            output_dir=output_dir,
             **kwargs,
         )
-        results[name] = {"losses": steps.losses, "weights": [w.tolist() for w in encoder.get_weights()]}
+        log = [[float(row[key]) for key in COLUMNS] for row in read_rows(os.path.join(output_dir, TRAINING_LOG))]
+        results[name] = {"losses": steps.losses, "weights": [w.tolist() for w in encoder.get_weights()], "log": log}
     return results
 
 
@@ -100,7 +109,7 @@ def worker_main(out_dir):
     """One worker: the strategy first (before any TensorFlow op), then the runs."""
     strategy = distributed.multi_worker_strategy()
     index = distributed.read_tf_config()["task"]["index"]
-    results = training_runs(strategy)
+    results = training_runs(os.path.join(out_dir, f"logs_{index}"), strategy)
     results["replicas"] = strategy.num_replicas_in_sync
     pathlib.Path(out_dir, f"worker_{index}.json").write_text(json.dumps(results))
 
@@ -119,8 +128,8 @@ def worker_results(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def single_results():
-    return training_runs()
+def single_results(tmp_path_factory):
+    return training_runs(str(tmp_path_factory.mktemp("logs")))
 
 
 def assert_weights_close(actual, expected):
@@ -139,6 +148,18 @@ def test_two_workers_train_like_one_process_on_the_global_batch(worker_results, 
     # Training moved the weights (the comparison is not of two untouched models).
     initial = tiny_encoder(seed=0).get_weights()
     assert max(np.abs(np.asarray(w) - i).max() for w, i in zip(single_results["regression"]["weights"], initial)) > 1e-3
+
+
+@pytest.mark.slow
+def test_each_worker_logs_the_steps_of_the_one_process_run(worker_results, single_results):
+    for name in RUNS:
+        expected = np.array(single_results[name]["log"])
+        for result in worker_results:
+            log = np.array(result[name]["log"])  # epoch, step, loss, mean_loss, learning_rate
+            np.testing.assert_array_equal(log[:, :2], expected[:, :2], err_msg=name)
+            np.testing.assert_allclose(log[:, 4], expected[:, 4], rtol=1e-6, err_msg=name)  # the schedule's rates
+            np.testing.assert_allclose(log[:, 3], result[name]["losses"], rtol=1e-6, err_msg=name)  # Keras' mean
+            np.testing.assert_allclose(log[:, 2], expected[:, 2], rtol=1e-4, err_msg=name)  # each step's global loss
 
 
 @pytest.mark.slow

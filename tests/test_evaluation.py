@@ -1,3 +1,4 @@
+import re
 import warnings
 
 import keras
@@ -212,3 +213,41 @@ def test_callback_constructors():
     logs = {}
     callback.on_epoch_end(0, logs)
     assert set(logs) == {"dev_nli_accuracy"}
+
+
+class ProgressRecorder(FakeEncoder):
+    """Records the `show_progress` it is given."""
+
+    def encode(self, texts, batch_size=32, normalize=None, show_progress=None):
+        self.progress = show_progress
+        return super().encode(texts, batch_size)
+
+
+class PlainEncoder(FakeEncoder):
+    """An encoder whose `encode` takes no `show_progress`."""
+
+    def encode(self, texts, batch_size=32):
+        return super().encode(texts, batch_size)
+
+
+def test_evaluators_encode_without_a_progress_bar():
+    vectors = {"x": [1, 0], "p": unit(10), "q": unit(80)}
+    recorder = ProgressRecorder(vectors)
+    ev.sts_evaluation(recorder, ["x", "x"], ["p", "q"], [5.0, 1.0])
+    assert recorder.progress is False
+    plain = ev.sts_evaluation(PlainEncoder(vectors), ["x", "x"], ["p", "q"], [5.0, 1.0])
+    assert plain["spearman_cosine"] == pytest.approx(1.0)
+
+
+def test_a_verbose_callback_prints_one_line_of_its_primary_figure(capsys):
+    enc = FakeEncoder({"x": [1, 0], "p": unit(10), "q": unit(80)})
+    callback = ev.EvaluationCallback.sts(enc, ["x", "x"], ["p", "q"], [5.0, 1.0], verbose=1)
+    callback.set_params({"epochs": 3})
+    callback.on_epoch_end(1, {})
+    assert re.fullmatch(r"Epoch 2/3 dev \(\d+\.\ds\) - dev_spearman_cosine: 1\.0000\n", capsys.readouterr().out)
+    quiet = ev.EvaluationCallback(lambda: {"a": 0.5, "b": 0.25}, prefix="val_")
+    quiet.on_epoch_end(0, {})
+    assert capsys.readouterr().out == ""
+    every = ev.EvaluationCallback(lambda: {"a": 0.5, "b": 0.25}, prefix="val_", verbose=1)
+    every.on_epoch_end(0, {})  # no primary figure, no `epochs` known: all figures
+    assert re.fullmatch(r"Epoch 1 val \(\d+\.\ds\) - val_a: 0\.5000 - val_b: 0\.2500\n", capsys.readouterr().out)

@@ -5,9 +5,12 @@ from conftest import tiny_encoder
 from sbert_keras import ContrastiveSiamese
 from sbert_keras import RegressionSiamese
 from sbert_keras import TripletSiamese
+from sbert_keras.training.pipelines import bucket_batch_count
 from sbert_keras.training.pipelines import bucket_boundaries
 from sbert_keras.training.pipelines import no_duplicate_batches
+from sbert_keras.training.pipelines import row_lengths
 from sbert_keras.training.pipelines import siamese_dataset
+from sbert_keras.training.pipelines import split_to_count
 from sbert_keras.training.pipelines import text_codes
 from sbert_keras.utils.defaults import BUCKETS
 
@@ -110,11 +113,13 @@ def planned_rows(ds):
     return [y.astype(int).tolist() for _, y in ds.as_numpy_iterator()]
 
 
-def no_duplicates_dataset(encoder, seed=0, batching="no_duplicates"):
+def no_duplicates_dataset(encoder, seed=0, batching="no_duplicates", **kwargs):
     roles = ("anchor", "positive", "negative")
     columns = [PREMISES, ENTAILED, CONTRADICTED]
     labels = np.arange(60, dtype="float32")
-    return siamese_dataset(columns, labels, encoder.preprocessor, roles, batch_size=8, seed=seed, batching=batching)
+    return siamese_dataset(
+        columns, labels, encoder.preprocessor, roles, batch_size=8, seed=seed, batching=batching, **kwargs
+    )
 
 
 def repeated_texts(batch):
@@ -193,3 +198,53 @@ def test_in_batch_negatives_default_to_no_duplicates_and_others_to_buckets():
     assert rows(objective="contrastive") == rows(batching="no_duplicates")
     assert rows(objective="triplet") == rows(batching="bucket") == rows()
     assert rows(objective="contrastive", batching="shuffle") == rows(batching="shuffle")
+
+
+def passes(ds, count):
+    """The label rows of `count` passes over `ds`."""
+    return [planned_rows(ds) for _ in range(count)]
+
+
+@pytest.mark.parametrize("batching", ["bucket", "shuffle", "no_duplicates"])
+def test_every_batching_states_the_batches_of_each_pass(batching):
+    encoder = tiny_encoder(sequence_length=64)
+    long_rows = [f"entailed {i}" + " long" * 40 for i in range(60)]  # past the first buckets
+    columns = [PREMISES, ENTAILED[:30] + long_rows[:30], CONTRADICTED]
+    roles = ("anchor", "positive", "negative")
+    labels = np.arange(60, dtype="float32")
+    ds = siamese_dataset(columns, labels, encoder.preprocessor, roles, 8, seed=1, batching=batching, epochs=3)
+    count = int(ds.cardinality())
+    assert count > 0  # known: Keras' progress bar has its total
+    for plan in passes(ds, 3):
+        assert len(plan) == count
+        assert sorted(i for batch in plan for i in batch) == list(range(60))
+    lengths = row_lengths(columns, encoder.preprocessor)
+    assert lengths.shape == (60,) and lengths.max() <= 64
+    if batching == "bucket":
+        assert count == bucket_batch_count(lengths, 64, 8) > -(-60 // 8)  # partial batches in several buckets
+
+
+def test_no_duplicates_passes_planned_ahead_share_one_count():
+    encoder = tiny_encoder(sequence_length=64)
+    codes = text_codes([PREMISES, ENTAILED, CONTRADICTED])
+    drawn = [len(no_duplicate_batches(codes, 8, np.random.default_rng([0, p]).permutation(60))) for p in range(2)]
+    assert drawn == [9, 8]  # seed 0 draws plans of different lengths
+
+    def dataset(**kwargs):
+        return no_duplicates_dataset(encoder, seed=0, **kwargs)
+
+    assert int(dataset(epochs=2).cardinality()) == 9
+    for plan in passes(dataset(epochs=2), 2):  # the second plan's largest batch is split in two
+        assert len(plan) == 9 and all(repeated_texts(batch) == 0 for batch in plan)
+        assert sorted(i for batch in plan for i in batch) == list(range(60))
+    # Without `epochs`, the plans keep their own lengths and the count is unknown.
+    unplanned = dataset()
+    assert int(unplanned.cardinality()) < 0 and [len(p) for p in passes(unplanned, 2)] == [9, 8]
+
+
+def test_split_to_count_splits_the_largest_and_warns_before_dropping():
+    batches = [np.arange(8), np.arange(8, 11), np.arange(11, 16)]
+    split = split_to_count(batches, 4)
+    assert [b.tolist() for b in split] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10], [11, 12, 13, 14, 15]]
+    with pytest.warns(UserWarning, match="its last 1 batch\\(es\\), 5 row\\(s\\), are left out"):
+        assert len(split_to_count(batches, 2)) == 2

@@ -31,7 +31,7 @@ SENTENCES = [
     "a red car is fast",
     "the blue car is slow",
 ]
-RUN_FILES = ["complete.json", "encoder.keras", "metrics.json", "model.keras"]
+RUN_FILES = ["README.md", "complete.json", "encoder.keras", "metrics.json", "model.keras", "training_log.csv"]
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import keras
 import numpy as np
@@ -462,3 +464,61 @@ def test_run_fingerprint_ignores_the_set_order_of_bpe_special_tokens():
         "a": [3, 1],
         "special_tokens": ["a", "b"],
     }
+
+
+class EpochSteps(keras.callbacks.Callback):
+    """The step total Keras' progress bar is given, and the batches each epoch ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.targets, self.batches = [], []
+
+    def on_train_begin(self, logs=None):
+        self.targets.append(self.params["steps"])
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.batches.append(0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches[-1] += 1
+
+
+@pytest.mark.parametrize(
+    "objective, examples, batching",
+    [
+        ("regression", STS, None),  # length buckets
+        ("regression", STS, "shuffle"),
+        ("contrastive", data.Triplets(A, B, C), None),  # no duplicates: plans drawn ahead
+    ],
+)
+def test_the_epoch_bar_knows_the_steps_of_every_epoch(objective, examples, batching):
+    seen = EpochSteps()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # contrastive: the negatives unused
+        training.train_objective(
+            objective, tiny_encoder(), examples, epochs=2, batch_size=3, batching=batching, callbacks=[seen], verbose=0
+        )
+    assert seen.targets[0] is not None and seen.targets[0] >= -(-16 // 3)
+    assert seen.batches == [seen.targets[0]] * 2
+
+
+DEV_WORDS = "man woman dog cat car sky ball food".split()
+# More distinct texts than `encode` shows a progress bar for (8 batches of 32).
+DEV = data.SentencePairs(
+    [f"a {x} {y} in the park {z}" for x in DEV_WORDS for y in DEV_WORDS for z in ("red", "blue", "fast")],
+    [f"the {y} {x} on the sofa {z}" for x in DEV_WORDS for y in DEV_WORDS for z in ("red", "blue", "fast")],
+    np.linspace(0, 5, 192, dtype="float32"),
+)
+
+
+def test_the_dev_line_follows_the_epoch_line_and_no_bar_is_drawn_inside_it(capfd):
+    capfd.readouterr()
+    training.train_objective("regression", tiny_encoder(), STS, dev=DEV, epochs=2, batch_size=4, batching="shuffle")
+    out, err = capfd.readouterr()
+    lines = out.split("\n")
+    for epoch in (1, 2):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"Epoch {epoch}/2 dev "))
+        assert re.fullmatch(rf"Epoch {epoch}/2 dev \(\d+\.\ds\) - dev_spearman_cosine: -?\d\.\d{{4}}", lines[at])
+        assert "4/4" in lines[at - 1].split("\r")[-1]  # Keras' final epoch line, complete, just above
+    assert "1/4" in out and "Unknown" not in out  # the bar has its total from the first step
+    assert "encode" not in err and "preparing" not in err  # no bar or status line of the dev encoding

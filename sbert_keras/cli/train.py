@@ -8,7 +8,10 @@ training file read by the objective's reader, `cli_commands.read_examples`),
 and the run goes to `<output>.partial`, which resumes when interrupted, before it is
 renamed to `--output`. While it runs, `<output>.lock` (`output_lock`) holds
 its pid, and a second run into the same `--output` is refused. The training
-itself is `sbert_keras.training.trainer.train_objective`. Like
+itself is `sbert_keras.training.trainer.train_objective` (its progress, dev
+lines and step log `training_log.csv`); this module saves the encoder, the
+model and `metrics.json`, has `training.run_readme` list them in the
+folder's `README.md`, and ends with a line naming the encoder. Like
 `sbert_keras.cli.commands`, this module imports TensorFlow at its top, and
 `sbert_keras.cli.parser.main` imports it only when `train` runs.
 
@@ -23,7 +26,9 @@ cmd_train(args)  # {"objective": "cosent", "history": {...}, "encoder": "runs/co
 
 import hashlib
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -36,6 +41,7 @@ from sbert_keras.cli.commands import read_examples
 from sbert_keras.data import readers as data
 from sbert_keras.training import backup
 from sbert_keras.training import distributed
+from sbert_keras.training import run_readme
 from sbert_keras.training import trainer as training
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
@@ -91,9 +97,17 @@ def train_command(args):
     created = outputs.first_missing_folder(target)
     try:
         with OutputLock(target):
-            return train_into(args, target, train, dev, strategy, model_kwargs)
+            report = train_into(args, target, train, dev, strategy, model_kwargs)
     finally:
         outputs.remove_empty_folders(os.path.dirname(target), created)  # made for a run that failed
+    if strategy is None or distributed.is_chief(strategy):
+        print(
+            f"sbert-keras train: the trained encoder is {os.path.join(target, 'encoder.keras')} "
+            f"(SentenceEncoder.from_preset or --model); {os.path.join(target, outputs.RUN_README)} "
+            "says what each file of the run is.",
+            file=sys.stderr,
+        )
+    return report
 
 
 def train_into(args, target, train, dev, strategy, model_kwargs):
@@ -118,6 +132,8 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
         encoder, _ = load_encoder(args.model, sequence_length=args.sequence_length)
         teacher = load_encoder(args.teacher)[0] if args.teacher else None
         before = evaluate_all(encoder, sts=dev) if dev_is_sts(dev) else {}
+        if before:
+            print(f"Before training - dev_spearman_cosine: {before['spearman_cosine']:.4f}")
         start = time.perf_counter()
         run_info = {"model": args.model, "train_file_sha256": file_sha256(args.train), "limit": args.limit}
         if teacher is not None:
@@ -166,15 +182,36 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             "dev_after": {k[4:]: v[-1] for k, v in history.history.items() if k.startswith("dev_")},
             "history": {k: [float(x) for x in v] for k, v in history.history.items()},
             "encoder": os.path.join(args.output, "encoder.keras"),
+            "training_log": os.path.join(args.output, outputs.TRAINING_LOG),
+            "readme": os.path.join(args.output, outputs.RUN_README),
         }
         outputs.write_json(os.path.join(work, "metrics.json"), report)
-        outputs.finalize_dir(work, target, {"command": "train", "files": list(outputs.RUN_FILES)})
+        settings = {key: report[key] for key in ("objective", "epochs", "train_examples", "precision", "seed")}
+        settings.update(batch_size=args.batch_size, learning_rate=args.lr, train_seconds=report["train_seconds"])
+        files = run_readme.write_run_readme(work, command_line(args), settings, shown_as=args.output)
+        outputs.finalize_dir(work, target, {"command": "train", "files": files})
     except BaseException:
         outputs.remove_partial(work)  # kept only when it holds a backup to resume
         raise
     outputs.pause_for_tests("backup deletion")
     backup.RunBackup(os.path.join(target, "backup")).delete()
     return report
+
+
+def command_line(args):
+    """The `sbert-keras train` command of parsed `args`, every setting spelled out (for the run's README)."""
+    words = ["sbert-keras", "train"]
+    for name, value in vars(args).items():
+        if name in ("command", "fn") or value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, (list, tuple)):
+            words += [flag, ",".join(map(str, value))]
+        else:
+            words += [flag, str(value)]
+    return shlex.join(words)
 
 
 def drop_leftover_backup(output):

@@ -9,10 +9,16 @@ finite values, and an undefined correlation (constant input) is `0.0`.
 
 `EvaluationCallback` runs an evaluator at the end of training epochs and adds
 its figures, prefixed, to the epoch logs, so they land in the `History`
-returned by `fit` (e.g. `history.history["dev_spearman_cosine"]`).
+returned by `fit` (e.g. `history.history["dev_spearman_cosine"]`); with
+`verbose` it prints one line of them.
+
+The evaluators encode without a progress bar (`encode_quietly`): a bar
+drawn during `fit` would land inside Keras' epoch line.
 """
 
 import functools
+import inspect
+import time
 
 import keras
 import numpy as np
@@ -47,10 +53,20 @@ def _columns(*columns):
     return columns
 
 
+def encode_quietly(encoder, texts, batch_size):
+    """`encoder.encode(texts, batch_size=...)`, with `show_progress=False` where `encode` takes it."""
+    try:
+        takes_it = "show_progress" in inspect.signature(encoder.encode).parameters
+    except (TypeError, ValueError):  # a callable without a signature
+        takes_it = False
+    quiet = {"show_progress": False} if takes_it else {}
+    return encoder.encode(texts, batch_size=batch_size, **quiet)
+
+
 def _encode_unique(encoder, columns, batch_size):
     """Encodes every distinct text of `columns` once; one float64 array per column."""
     unique = list(dict.fromkeys(text for column in columns for text in column))
-    vectors = np.asarray(encoder.encode(unique, batch_size=batch_size), dtype="float64")
+    vectors = np.asarray(encode_quietly(encoder, unique, batch_size), dtype="float64")
     vectors = vectors.reshape(len(unique), -1)
     position = {text: i for i, text in enumerate(unique)}
     return [vectors[[position[text] for text in column]] for column in columns]
@@ -220,7 +236,7 @@ def transfer_evaluation(encoder, texts, labels, folds=10, batch_size=ENCODE_BATC
             f"{classes[counts.argmin()]!r} has {counts.min()} example(s). Use "
             f"`folds <= {counts.min()}` or add examples."
         )
-    features = np.asarray(encoder.encode(texts, batch_size=batch_size), dtype="float64")
+    features = np.asarray(encode_quietly(encoder, texts, batch_size), dtype="float64")
     scores = cross_val_score(
         LogisticRegression(max_iter=1000),
         features.reshape(len(texts), -1),
@@ -249,11 +265,21 @@ class EvaluationCallback(keras.callbacks.Callback):
     Pass the encoder shared by the siamese model being trained: evaluating
     it during `fit` measures the model in training.
 
+    With `verbose`, each evaluation prints one line (the primary figure, or
+    all of them, and the seconds it took). Keras' `ProgbarLogger` writes an
+    epoch's final line in its own `on_epoch_end`, and `fit` runs it after
+    the callbacks it is given: to print below the epoch's line, and not
+    inside it, pass a `keras.callbacks.ProgbarLogger()` before this callback
+    (`train_objective` does).
+
     Args:
         evaluate_fn: callable. Takes no argument, returns a dict of floats
             (and optionally `"primary"`, the name of the main one, not logged).
         prefix: str. Prepended to every key in the logs.
         every_n_epochs: int. Evaluate after every n-th epoch.
+        verbose: int or bool. Print one line per evaluation.
+        primary: str or None. The figure the line shows (None: the
+            evaluator's `"primary"` entry, else every figure).
 
     Attributes:
         results: list of dict. The (unprefixed) figures of each evaluation.
@@ -269,7 +295,7 @@ class EvaluationCallback(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, evaluate_fn, prefix="dev_", every_n_epochs=1):
+    def __init__(self, evaluate_fn, prefix="dev_", every_n_epochs=1, verbose=0, primary=None):
         super().__init__()
         if not callable(evaluate_fn):
             raise TypeError(f"`evaluate_fn` must be callable. Received {evaluate_fn!r}.")
@@ -278,14 +304,25 @@ class EvaluationCallback(keras.callbacks.Callback):
         self.evaluate_fn = evaluate_fn
         self.prefix = prefix
         self.every_n_epochs = int(every_n_epochs)
+        self.verbose = verbose
+        self.primary = primary
         self.results = []
         self.epochs = []
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_n_epochs:
             return
+        start = time.perf_counter()
+        figures = self.evaluate_fn()
         # A `"primary"` entry names the main metric (a str); it is not logged.
-        result = {key: float(value) for key, value in self.evaluate_fn().items() if key != "primary"}
+        result = {key: float(value) for key, value in figures.items() if key != "primary"}
+        if self.verbose:
+            epochs = (self.params or {}).get("epochs")
+            where = f"Epoch {epoch + 1}/{epochs}" if epochs else f"Epoch {epoch + 1}"
+            primary = self.primary or figures.get("primary")
+            shown = {primary: result[primary]} if primary in result else result
+            line = " - ".join(f"{self.prefix}{key}: {value:.4f}" for key, value in shown.items())
+            print(f"{where} {self.prefix.rstrip('_') or 'evaluation'} ({time.perf_counter() - start:.1f}s) - {line}")
         self.results.append(result)
         self.epochs.append(epoch)
         entries = {f"{self.prefix}{key}": value for key, value in result.items()}
@@ -306,22 +343,25 @@ class EvaluationCallback(keras.callbacks.Callback):
     # === Constructors ===
 
     @classmethod
-    def of(cls, evaluator, *args, prefix="dev_", batch_size=ENCODE_BATCH_SIZE, every_n_epochs=1):
-        """A callback running `evaluator(*args, batch_size=batch_size)`."""
+    def of(cls, evaluator, *args, prefix="dev_", batch_size=ENCODE_BATCH_SIZE, every_n_epochs=1, **kwargs):
+        """A callback running `evaluator(*args, batch_size=batch_size)`; `kwargs`: `verbose`, `primary`."""
         fn = functools.partial(evaluator, *args, batch_size=batch_size)
-        return cls(fn, prefix=prefix, every_n_epochs=every_n_epochs)
+        return cls(fn, prefix=prefix, every_n_epochs=every_n_epochs, **kwargs)
 
     @classmethod
     def sts(cls, encoder, sentences_a, sentences_b, scores, **kwargs):
         """Logs `sts_evaluation` (e.g. `dev_spearman_cosine`); see there."""
+        kwargs.setdefault("primary", PRIMARY_METRIC["sts"])
         return cls.of(sts_evaluation, encoder, sentences_a, sentences_b, scores, **kwargs)
 
     @classmethod
     def triplets(cls, encoder, anchors, positives, negatives, **kwargs):
         """Logs `triplet_evaluation` (e.g. `dev_triplet_accuracy`); see there."""
+        kwargs.setdefault("primary", PRIMARY_METRIC["triplet"])
         return cls.of(triplet_evaluation, encoder, anchors, positives, negatives, **kwargs)
 
     @classmethod
     def nli(cls, model, sentences_a, sentences_b, labels, **kwargs):
         """Logs `nli_evaluation` (e.g. `dev_nli_accuracy`); see there."""
+        kwargs.setdefault("primary", PRIMARY_METRIC["nli"])
         return cls.of(nli_evaluation, model, sentences_a, sentences_b, labels, **kwargs)

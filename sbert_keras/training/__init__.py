@@ -5,8 +5,10 @@ each SBERT objective (`siamese_preprocessor` tokenises their inputs), `single_te
 distillation models, `objectives` the table from objective name to model,
 loss and inputs, `pipelines` the tf.data batching, `schedules` the
 optimizer and warmup, `fit_checks` the checks of every step, `backup`
-resumable runs, `distributed` tf.distribute strategies, `hard_negatives`
-mining, and `trainer` the `train_objective` run behind `sbert-keras train`.
+resumable runs, `step_log` the CSV log of every step, `distributed`
+tf.distribute strategies, `hard_negatives` mining, `trainer` the
+`train_objective` run behind `sbert-keras train`, and `run_readme` the
+note that lists a run folder's files.
 `train_objective` and its helpers are importable from `sbert_keras.training` too.
 """
 

@@ -151,7 +151,9 @@ def prepare_model(model):
     running mean losses, each over its own rows, which differs from the
     mean over all rows once a global batch has split unevenly; the logged
     `loss` is the loss tracker's total and count summed over replicas
-    (Keras's private loss tracker, a `keras.metrics.Mean`).
+    (Keras's private loss tracker, a `keras.metrics.Mean`), and the step's
+    own loss (`step_loss`, for `step_log.StepLog`) the replicas' losses
+    weighted by their rows.
 
     Call it after `compile`, and call `fit` under `strategy.scope()`.
     Without a multi-worker strategy (scope) it changes nothing. Returns `model`.
@@ -177,6 +179,12 @@ def _rank_one_logs(model, step):
                 for v in (tracker.total, tracker.count)
             )
             logs["loss"] = tf.math.divide_no_nan(total, count)
+        if "step_loss" in logs and context is not None:
+            rows = tf.cast(tf.shape(tf.nest.flatten(data)[0])[0], "float32")
+            weighted, all_rows = (
+                context.all_reduce(tf.distribute.ReduceOp.SUM, v) for v in (logs["step_loss"] * rows, rows)
+            )
+            logs["step_loss"] = tf.math.divide_no_nan(weighted, all_rows)
         return {key: ops.reshape(value, (-1,)) for key, value in logs.items()}
 
     return wrapped

@@ -175,7 +175,8 @@ def step_check(loss, gradients, y, label_range, check_gradients):
     """`(ok, logs)`: whether a train step may be applied, and why not.
 
     Args:
-        loss: the step's scalar loss (unscaled).
+        loss: the step's scalar loss (unscaled; under a strategy, the
+            replica's loss as Keras logs it, not scaled by the replicas).
         gradients: list of gradients (tensors, `IndexedSlices` or None).
         y: the batch's labels or None.
         label_range: a `LabelRange` or None.
@@ -253,11 +254,11 @@ class FitPosition(keras.callbacks.Callback):
 
 
 def raise_on_bad_step(model, logs, position):
-    """Removes `STEP_LOGS` from a train function's `logs`; raises if the step was refused."""
+    """Removes `STEP_LOGS` from a train function's `logs` and returns them; raises if the step was refused."""
     values = {key: float(np.asarray(logs.pop(key)).reshape(-1)[0]) for key in STEP_LOGS if key in logs}
     loss = logs.get("loss")
     if int(values.get("step_check", OK)) == OK and (loss is None or np.all(np.isfinite(np.asarray(loss)))):
-        return
+        return values
     code = int(values.get("step_check", OK))
     where = position.describe(int(getattr(model, "steps_per_execution", 1) or 1))
     kept = "The step was not applied: the weights are those from before this batch."
@@ -283,8 +284,12 @@ class CheckedTraining:
 
     A model implements `label_range()` (None: no check) and calls
     `apply_checked_step` from its `train_step` instead of applying the
-    gradients itself.
+    gradients itself. After each train step, `last_step_loss` holds that
+    step's own loss (Keras' logged `loss` is the epoch's running mean), for
+    `step_log.StepLog`.
     """
+
+    last_step_loss = None
 
     def label_range(self):
         """The `LabelRange` of the compiled loss, or None when unknown."""
@@ -311,7 +316,8 @@ class CheckedTraining:
 
         def checked(iterator):
             logs = function(iterator)
-            raise_on_bad_step(self, logs, getattr(self, "_fit_position", None) or FitPosition())
+            values = raise_on_bad_step(self, logs, getattr(self, "_fit_position", None) or FitPosition())
+            self.last_step_loss = values.get("step_loss")
             return logs
 
         self.train_function = checked
@@ -343,7 +349,7 @@ class CheckedTraining:
                 instead when the step is refused).
         """
         check_gradients = not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
-        ok, step_logs = step_check(loss, gradients, y, self.label_range(), check_gradients)
+        ok, step_logs = step_check(tracked_loss, gradients, y, self.label_range(), check_gradients)
         apply_if(ok, self.optimizer, gradients, self.trainable_weights)
         batch = tf.shape(next(v for v in tf.nest.flatten(x) if v is not None))[0]
         keras_training.loss_tracker(self).update_state(ops.where(ok, tracked_loss, math.nan), sample_weight=batch)

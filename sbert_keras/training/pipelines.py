@@ -15,7 +15,18 @@ small set `defaults.BUCKETS`, so the train step sees few distinct shapes
   is a PyTorch sampler, and tf.data has no sampler of this kind, so the
   greedy plan (`no_duplicate_batches`) is written here.
 - `"shuffle"`: random batches, duplicates allowed (the plain baseline).
+
+Every dataset states its number of batches (`cardinality()`), so that
+Keras' progress bar shows a total and the learning-rate schedule spans the
+steps that run. tf.data cannot know it (buckets fill by length, plans come
+from a generator), so it is counted here and set with
+`tf.data.experimental.assert_cardinality`, which also fails loudly if a
+pass ever yields another number: for buckets, each bucket's batches from
+the token lengths (`bucket_batch_count`); for plans, from the plans drawn
+ahead (`PassPlans`).
 """
+
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -32,6 +43,37 @@ def bucket_boundaries(sequence_length):
     """Upper bounds (exclusive) of the length buckets up to `sequence_length`."""
     lengths = [b for b in BUCKETS if b < sequence_length] + [sequence_length]
     return [b + 1 for b in lengths]
+
+
+def row_lengths(columns, preprocessor):
+    """`(n,)` int64: each row's length in tokens (start and end included, cut at `sequence_length`), its longest role's.
+
+    The lengths `_bucketed` sorts rows into buckets by, computed the same way
+    (`ragged_token_ids`) in one tf.data pass over the texts.
+    """
+
+    def longest(*texts):
+        return tf.reduce_max(tf.stack([preprocessor.ragged_token_ids(t)[0].row_lengths() for t in texts]), axis=0)
+
+    ds = tf.data.Dataset.from_tensor_slices(tuple(columns)).batch(1024)
+    ds = ds.map(longest, num_parallel_calls=tf.data.AUTOTUNE)
+    return np.concatenate([np.zeros(0, "int64"), *ds.as_numpy_iterator()])
+
+
+def bucket_batch_count(lengths, sequence_length, batch_size):
+    """The batches of one pass of `bucket_by_sequence_length`: `ceil(rows / batch_size)` summed over buckets.
+
+    A row of length `l` goes to the bucket `i` with `boundaries[i - 1] <= l <
+    boundaries[i]`, as tf.data assigns it; each bucket yields its full
+    batches as they fill and its partial one at the end, whatever the order.
+
+    Args:
+        lengths: int array `(n,)`, e.g. from `row_lengths`.
+        sequence_length: int. The preprocessor's `sequence_length`.
+        batch_size: int. Rows per full batch.
+    """
+    buckets = np.searchsorted(bucket_boundaries(sequence_length), lengths, side="right")
+    return int(np.sum(-(-np.bincount(buckets) // batch_size)))
 
 
 def text_codes(columns):
@@ -80,6 +122,76 @@ def no_duplicate_batches(codes, batch_size, order):
     return batches
 
 
+def split_to_count(batches, count):
+    """`batches` made exactly `count` long: the largest split in two while too few.
+
+    The halves of a batch with no repeated text have none either. A plan
+    longer than `count` loses its last (short) batches, with a warning.
+
+    Args:
+        batches: list of int arrays, a pass's plan.
+        count: int. The batches the pass must have.
+    """
+    batches = list(batches)
+    while len(batches) < count and max(map(len, batches), default=0) > 1:
+        i = max(range(len(batches)), key=lambda j: len(batches[j]))
+        half = (len(batches[i]) + 1) // 2
+        batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
+    if len(batches) > count:
+        dropped = sum(map(len, batches[count:]))
+        warnings.warn(
+            f"This pass's plan has {len(batches)} batches, more than the {count} of the passes planned ahead "
+            f"(`epochs`); its last {len(batches) - count} batch(es), {dropped} row(s), are left out.",
+            stacklevel=2,
+        )
+    return batches[:count]
+
+
+class PassPlans:
+    """The row batches of each pass over the data, drawn in pass order (what `_planned` yields).
+
+    The plan of pass `p` comes from `np.random.default_rng([seed, p])` (or
+    one unseeded generator). A no-duplicates plan's number of batches depends
+    on the order drawn (a pass that cannot fill its last batches closes them
+    short), so with `passes` the first `passes` plans are drawn ahead and
+    each pass gets their largest count (`split_to_count`): `num_batches`,
+    the dataset's cardinality. Random batches always number `ceil(n / batch_size)`.
+
+    Args:
+        n: int. Rows.
+        batch_size: int. Rows per full batch.
+        shuffle: bool. A new order each pass (else the rows in order).
+        seed: int or None. The seed of the orders.
+        codes: int array `(n, k)` of `text_codes`, or None: no-duplicates
+            batches, or plain slices of the order.
+        passes: int or None. The passes planned ahead (the epochs); None:
+            each planned when it starts, their count unknown (`num_batches`
+            None) for no-duplicates batches.
+    """
+
+    def __init__(self, n, batch_size, shuffle=True, seed=None, codes=None, passes=None):
+        self.n, self.batch_size, self.shuffle, self.seed, self.codes = n, batch_size, shuffle, seed, codes
+        self.rng = np.random.default_rng(seed) if seed is None else None
+        self.drawn = 0
+        self.ahead = [self.draw() for _ in range(passes or 0)] if codes is not None else []
+        self.num_batches = -(-n // batch_size) if codes is None else max(map(len, self.ahead), default=None)
+
+    def draw(self):
+        """The next pass's plan, as drawn (a list of int64 arrays)."""
+        order = np.arange(self.n)
+        if self.shuffle:
+            order = (self.rng or np.random.default_rng([self.seed, self.drawn])).permutation(self.n)
+        self.drawn += 1
+        if self.codes is not None:
+            return no_duplicate_batches(self.codes, self.batch_size, order)
+        return [order[i : i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+
+    def next_pass(self):
+        """The plan of the pass that starts now, `num_batches` long when that is known."""
+        plan = self.ahead.pop(0) if self.ahead else self.draw()
+        return plan if self.num_batches is None else split_to_count(plan, self.num_batches)
+
+
 def check_batching(batching, objective=None):
     """`batching` (None: `objective`'s default) if it is one of `defaults.BATCHINGS`, else a `ValueError`."""
     if batching is None:
@@ -100,8 +212,9 @@ def siamese_dataset(
     batching=None,
     label_dtype="float32",
     objective=None,
+    epochs=None,
 ):
-    """A `tf.data.Dataset` of `(features, labels)` for a siamese model.
+    """A `tf.data.Dataset` of `(features, labels)` for a siamese model, its number of batches known.
 
     Args:
         columns: list of lists of str, one per role (e.g. `[a, b]`).
@@ -120,11 +233,17 @@ def siamese_dataset(
         label_dtype: str. `"float32"` (scores) or `"int32"` (classes).
         objective: str or None. The objective trained (`defaults.OBJECTIVES`),
             which picks the default `batching`.
+        epochs: int or None. `"no_duplicates"` only: the passes to plan
+            ahead, so that each has the same number of batches (`PassPlans`);
+            None: its cardinality stays unknown. The other batchings always
+            have the same number of batches.
 
     Returns:
         A dataset whose features are `{f"{role}_{name}": int32 tensor}`, the
         layout every `SiameseModel` takes; each batch is padded to a length
-        of `defaults.BUCKETS` (or `sequence_length`).
+        of `defaults.BUCKETS` (or `sequence_length`). `ds.cardinality()` is
+        the number of batches of every pass (unknown only for
+        `"no_duplicates"` without `epochs`).
 
     Example:
     ```python
@@ -146,7 +265,9 @@ def siamese_dataset(
     if batching == "bucket":
         ds = _bucketed(columns, labels, preprocessor, roles, batch_size, shuffle, seed)
     else:
-        ds = _planned(columns, labels, preprocessor, batch_size, shuffle, seed, batching == "no_duplicates")
+        codes = text_codes(columns) if batching == "no_duplicates" else None
+        plans = PassPlans(n, batch_size, shuffle, seed, codes, epochs)
+        ds = _planned(columns, labels, preprocessor, plans)
 
     def to_features(ids, y):
         features = {}
@@ -177,36 +298,23 @@ def _bucketed(columns, labels, preprocessor, roles, batch_size, shuffle, seed):
     ds = ds.batch(1024).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.unbatch().map(trim, num_parallel_calls=tf.data.AUTOTUNE)
     boundaries = bucket_boundaries(preprocessor.sequence_length)
-    return ds.bucket_by_sequence_length(
+    ds = ds.bucket_by_sequence_length(
         element_length_func=lambda ids, y: tf.reduce_max([tf.shape(t)[0] for t in ids]),
         bucket_boundaries=boundaries,
         bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
         padding_values=(tuple(tf.constant(pad, tf.int32) for _ in columns), None),
         pad_to_bucket_boundary=True,
     )
+    count = bucket_batch_count(row_lengths(columns, preprocessor), preprocessor.sequence_length, batch_size)
+    return ds.apply(tf.data.experimental.assert_cardinality(count))
 
 
-def _planned(columns, labels, preprocessor, batch_size, shuffle, seed, no_duplicates):
-    """Batches from an index plan drawn per epoch (seeded), padded to a bucket length.
+def _planned(columns, labels, preprocessor, plans):
+    """Batches of the row plans of a `PassPlans`, one plan per pass, padded to a bucket length.
 
-    The plan of epoch `e` comes from `np.random.default_rng([seed, e])`, so
-    a seed gives the same batches each run; `dataset.skip(k)` (a resumed
-    backup) skips the first epoch's first `k` batches.
+    A seed gives the same batches each run; `dataset.skip(k)` (a resumed
+    backup) skips the first pass's first `k` batches.
     """
-    n = len(labels)
-    codes = text_codes(columns) if no_duplicates else None
-    rng = np.random.default_rng(seed) if seed is None else None
-    epochs = iter(range(2**62))
-
-    def plan():
-        order = np.arange(n)
-        if shuffle:
-            order = (rng or np.random.default_rng([seed, next(epochs)])).permutation(n)
-        if no_duplicates:
-            yield from no_duplicate_batches(codes, batch_size, order)
-        else:
-            yield from (order[i : i + batch_size] for i in range(0, n, batch_size))
-
     pad = preprocessor.tokenizer.pad_token_id
     widths = tf.constant([b - 1 for b in bucket_boundaries(preprocessor.sequence_length)], tf.int64)
     texts = [tf.constant(c, tf.string) for c in columns]
@@ -220,5 +328,9 @@ def _planned(columns, labels, preprocessor, batch_size, shuffle, seed, no_duplic
         ids = tuple(tf.cast(r.to_tensor(pad, shape=shape), tf.int32) for r in ragged)
         return ids, tf.gather(targets, index)
 
+    def plan():
+        yield from plans.next_pass()
+
     ds = tf.data.Dataset.from_generator(plan, output_signature=tf.TensorSpec([None], tf.int64))
-    return ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds if plans.num_batches is None else ds.apply(tf.data.experimental.assert_cardinality(plans.num_batches))

@@ -6,7 +6,11 @@ objective before anything trains, and resumes an interrupted run from a
 and optimizer live in `sbert_keras.training.schedules`, the precision vocabulary
 (`set_precision`) in `sbert_keras.model.precision`; both are importable from here.
 Keras' `fit` runs the loop; this module adds the checks, the data pipeline
-and the resumable backup around it, which Keras does not have.
+and the resumable backup around it, which Keras does not have, and what the
+run shows and writes: an epoch bar with its total (the dataset's number of
+batches is known), the dev figures on a line of their own after each
+epoch's, and, with `output_dir`, a CSV log of every step
+(`step_log.StepLog`).
 """
 
 import dataclasses
@@ -16,7 +20,6 @@ import math
 import numbers
 import os
 import random
-import warnings
 
 import keras
 import numpy as np
@@ -36,11 +39,12 @@ from sbert_keras.training.objectives import build_model
 from sbert_keras.training.objectives import objective_inputs
 from sbert_keras.training.objectives import objective_loss
 from sbert_keras.training.objectives import teacher_targets
-from sbert_keras.training.pipelines import bucket_boundaries
 from sbert_keras.training.pipelines import siamese_dataset
 from sbert_keras.training.schedules import WarmupLinearDecay  # noqa: F401 (public here too)
 from sbert_keras.training.schedules import check_optimizer_settings
 from sbert_keras.training.schedules import paper_optimizer
+from sbert_keras.training.step_log import StepLog
+from sbert_keras.utils.atomic_io import TRAINING_LOG
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CLIP_NORM
 from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
@@ -91,15 +95,16 @@ def seed_everything(seed, model=None):
             variable.assign(np.array([random.randint(1, int(1e9)), 0], dtype=variable.dtype))
 
 
-def dev_callback(objective, model, dev, prefix="dev_"):
-    """An `EvaluationCallback` suited to the dev data's kind."""
+def dev_callback(objective, model, dev, prefix="dev_", verbose=0):
+    """An `EvaluationCallback` suited to the dev data's kind (`verbose`: one line per evaluation)."""
+    kwargs = {"prefix": prefix, "verbose": verbose}
     if isinstance(dev, data.NLIPairs) and objective == "classification":
-        return EvaluationCallback.nli(model, dev.sentence_a, dev.sentence_b, dev.labels, prefix=prefix)
+        return EvaluationCallback.nli(model, dev.sentence_a, dev.sentence_b, dev.labels, **kwargs)
     if isinstance(dev, data.NLIPairs):
         dev = data.nli_to_triplets(dev)
     if isinstance(dev, data.Triplets):
-        return EvaluationCallback.triplets(model.encoder, dev.anchor, dev.positive, dev.negative, prefix=prefix)
-    return EvaluationCallback.sts(model.encoder, dev.sentence_a, dev.sentence_b, dev.labels, prefix=prefix)
+        return EvaluationCallback.triplets(model.encoder, dev.anchor, dev.positive, dev.negative, **kwargs)
+    return EvaluationCallback.sts(model.encoder, dev.sentence_a, dev.sentence_b, dev.labels, **kwargs)
 
 
 def data_hash(examples):
@@ -226,12 +231,17 @@ def train_objective(
         batch_size: int. 16 in the paper.
         learning_rate: float. The peak learning rate, 2e-5 in the paper.
         warmup_fraction: float. Share of steps with linear warmup.
-        output_dir: str or None. Where the backup lives while training.
+        output_dir: str or None. Where the backup lives while training, and
+            the step log `training_log.csv` (`step_log.StepLog`: epoch,
+            step, loss, mean_loss, learning_rate; a resumed run goes on
+            with it).
         seed: int. Seeds everything random in the run (`seed_everything`):
             the batch order, dropout and a new head's initial weights, so the
             same call on the same machine gives the same weights.
         callbacks: extra Keras callbacks.
-        verbose: passed to `fit` (a progress bar by default).
+        verbose: passed to `fit` (a progress bar with the epoch's steps by
+            default), and any dev evaluation prints one line after each
+            epoch's.
         sts_mapping: str. How the regression objective maps 0-5 scores to
             cosine targets: `"unit"` (score / 5) or `"keras-io"`
             (score / 2.5 - 1); see `data.scale_sts_score`.
@@ -295,10 +305,9 @@ def train_objective(
         label_dtype=LABEL_DTYPES.get(objective, "float32"),
         objective=objective,
         batching=batching,
+        epochs=epochs,
     )
-    # Bucketing leaves at most one partial batch per bucket, so an epoch has
-    # at most this many steps; the schedule ends (lr 0) just after the last.
-    steps = -(-len(columns[0]) // batch_size) + len(bucket_boundaries(encoder.sequence_length))
+    steps = int(dataset.cardinality())  # every epoch's; the schedule ends (lr 0) just after the last
     loss = objective_loss(objective)
     replicas_in_sync = tf.distribute.get_strategy().num_replicas_in_sync
     if clipnorm and replicas_in_sync > 1:
@@ -314,7 +323,11 @@ def train_objective(
     optimizer = paper_optimizer(epochs * steps, learning_rate, warmup_fraction, weight_decay, clipnorm)
     model.compile(optimizer=optimizer, loss=loss)
     distributed.prepare_model(model)
-    all_callbacks = [] if dev is None else [dev_callback(objective, model, dev)]
+    # Keras' epoch line first, then the dev line; the step log and the dev figures before the backup.
+    progress_bar = verbose and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks)
+    all_callbacks = [keras.callbacks.ProgbarLogger()] if progress_bar else []
+    if dev is not None:
+        all_callbacks.append(dev_callback(objective, model, dev, verbose=int(bool(verbose))))
     backup = None
     fits = [(dataset, epochs)]
     if output_dir is not None:
@@ -336,19 +349,16 @@ def train_objective(
             **(run_info or {}),
         )
         backup = RunBackup(os.path.join(output_dir, "backup"), fingerprint, save_freq, overwrite)
-        state = backup.state()
-        if state and state["steps_done"] and state["epoch"] < epochs:
+        state = backup.state() or {"epoch": 0, "steps_done": 0}
+        if state["steps_done"] and state["epoch"] < epochs:
             # Resume mid-epoch: first the rest of that epoch, then the others.
             backup.steps_done = state["steps_done"]
             fits.insert(0, (dataset.skip(state["steps_done"]), state["epoch"] + 1))
-        all_callbacks.append(backup)  # after the dev metrics, which it records.
+        done = state["epoch"] * steps + state["steps_done"]
+        all_callbacks += [StepLog(os.path.join(output_dir, TRAINING_LOG), start_step=done), backup]
     all_callbacks.extend(callbacks)
-    with warnings.catch_warnings():
-        # The bucketed dataset has no known length: Keras notices the end of
-        # the first epoch and says so; that is expected here.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        for fit_data, fit_epochs in fits:
-            history = model.fit(fit_data, epochs=fit_epochs, callbacks=all_callbacks, verbose=verbose, shuffle=False)
+    for fit_data, fit_epochs in fits:
+        history = model.fit(fit_data, epochs=fit_epochs, callbacks=all_callbacks, verbose=verbose, shuffle=False)
     keras_training.set_initial_epoch(model, None)  # Keras would start a later `fit` at the restored epoch.
     if backup is not None:
         history.history = backup.history

@@ -47,11 +47,15 @@ MARKER = "complete.json"
 PARTIAL_SUFFIX = ".partial"
 # The files by which a folder is recognised as an sbert_keras training output.
 RUN_FILES = ("encoder.keras", "model.keras", "metrics.json")
+# A training run's step log and the note that lists its files (its folder's other files).
+TRAINING_LOG, RUN_README = "training_log.csv", "README.md"
 # What makes a working folder worth keeping: a training backup's state.
 RESUMABLE = os.path.join("backup", "state.json")
 # What a folder may hold to be replaced with `overwrite` (our outputs, a SavedModel).
 REPLACEABLE = {
     *RUN_FILES,
+    TRAINING_LOG,
+    RUN_README,
     MARKER,
     "backup",
     "saved_model.pb",
