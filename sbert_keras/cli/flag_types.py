@@ -46,10 +46,10 @@ def finite_float(text):
 def non_negative_float(text):
     """argparse `type`: a finite number >= 0 (`train --weight-decay`, `--clip-norm`)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
+        value = finite_float(text)
+    except argparse.ArgumentTypeError:
+        value = -1.0
+    if value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     return value
 
