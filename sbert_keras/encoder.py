@@ -151,8 +151,9 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
                 folder, including one written by `encoder.save_to_preset`
                 (its `task.json` restores pooling, normalisation,
                 projections and prompts); a local Hugging Face / sentence-transformers
-                folder (`config.json` with `model_type`; BERT or RoBERTa;
-                vocabulary from `vocab.txt`, `vocab.json` + `merges.txt` or
+                folder (`config.json` with `model_type`: BERT, RoBERTa,
+                DistilBERT, XLM-RoBERTa or MPNet; vocabulary from `vocab.txt`,
+                `vocab.json` + `merges.txt`, `sentencepiece.bpe.model` or
                 `tokenizer.json`; pooling, `Dense` projections, normalisation
                 and maximum length follow its `modules.json`, `1_Pooling/`,
                 `2_Dense/` and `sentence_bert_config.json`, prompts its
@@ -174,9 +175,8 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
             CorruptModelError: a truncated, damaged or non-`.keras` file.
             PresetUnavailableError: a preset name that could not be
                 downloaded (e.g. no network).
-            ValueError: an unsupported model type, tokenizer (XLM-R /
-                sentencepiece) or `modules.json` module, named with its
-                folder; `load_weights=False` for a `.keras` file; a bad
+            ValueError: an unsupported model type, tokenizer or
+                `modules.json` module, named with its folder; `load_weights=False` for a `.keras` file; a bad
                 `dtype`.
 
         Example:
