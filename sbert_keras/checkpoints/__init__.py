@@ -9,8 +9,11 @@ tokenizers from `vocab.txt`, `vocab.json` + `merges.txt` or
 `tokenizer.json`; `sentencepiece_model` reads, rebuilds and checks
 SentencePiece models (XLM-R); `st_modules` reads a sentence-transformers
 folder's modules (pooling, `Dense`, `Normalize`, prompts); `keras_files`
-loads `.keras` files with clear errors. The loader's names are importable
-from `sbert_keras.checkpoints` too.
+loads `.keras` files with clear errors. Saving: `st_writer` writes an
+encoder as a sentence-transformers folder (`save_to_sentence_transformers`),
+with the tokenizer files of `tokenizer_files` and the `README.md` of
+`model_card`. The loader's names are importable from
+`sbert_keras.checkpoints` too.
 """
 
 from sbert_keras.checkpoints.keras_files import CorruptModelError

@@ -212,16 +212,25 @@ def load_keras_hub_preset(preset, dtype=None, load_weights=True):
     return backbone, tokenizer
 
 
-def load_preset(
-    cls, preset, load_weights=True, pooling=None, normalize=None, sequence_length=None, dtype=None, **kwargs
-):
+def load_preset(cls, preset, load_weights=True, **kwargs):
     """The body of `SentenceEncoder.from_preset`: picks the loader for `preset`.
+
+    The encoder remembers what it was loaded from (`encoder.loaded_from`, a
+    path or preset name), which `save_to_sentence_transformers` records as
+    its base model (or the base model of the training run it came from).
 
     Args: as `SentenceEncoder.from_preset`, plus `cls`, the encoder class.
 
     Returns:
         An instance of `cls`.
     """
+    encoder = _load(cls, os.fspath(preset), load_weights=load_weights, **kwargs)
+    encoder.loaded_from = os.fspath(preset)
+    return encoder
+
+
+def _load(cls, preset, load_weights=True, pooling=None, normalize=None, sequence_length=None, dtype=None, **kwargs):
+    """Picks the loader for `preset` (see `load_preset`)."""
     preset = os.fspath(preset)
     if not isinstance(load_weights, bool):
         raise TypeError(f"`load_weights` must be True or False. Received {load_weights!r}.")

@@ -1,8 +1,8 @@
 """The `sbert-keras` command line: the parser, its commands, training, the demo and the notebooks' set-up.
 
 `parser` builds the argument parser and runs `main` (the console script
-`sbert-keras`); `commands`, `train` and `index_commands` hold what each
-subcommand does; `demo` (with `demo_steps`) is `make demo`;
+`sbert-keras`); `commands`, `train`, `index_commands` and
+`export_formats` (`export --format`) hold what each subcommand does; `demo` (with `demo_steps`) is `make demo`;
 `notebook_setup` the shared first cells of the notebooks. The parser's
 names are importable from `sbert_keras.cli` too.
 

@@ -115,7 +115,7 @@ COMMANDS = {
     "encode": "sbert_keras.cli.commands:cmd_encode",
     "search": "sbert_keras.cli.commands:cmd_search",
     "cluster": "sbert_keras.cli.commands:cmd_cluster",
-    "export": "sbert_keras.cli.commands:cmd_export",
+    "export": "sbert_keras.cli.export_formats:cmd_export",
     "mine-negatives": "sbert_keras.cli.commands:cmd_mine_negatives",
     "index": "sbert_keras.cli.commands:cmd_index",
     "embed-corpus": "sbert_keras.integrations.beam:run",
@@ -272,7 +272,8 @@ def build_parser():
     p.add_argument("--num-clusters", type=positive_int)
     p.add_argument("--threshold", type=float)
 
-    p = add("export", "write a SavedModel that serves raw strings")
+    p = add("export", "write a SavedModel that serves raw strings, or a sentence-transformers folder (--format)")
+    p.add_argument("--format", default="saved-model", choices=["saved-model", "sentence-transformers"])
     p.add_argument("--output", required=True, help="SavedModel directory (appears when complete)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output")
     p.add_argument(

@@ -168,13 +168,15 @@ def check_complete(path):
         raise IncompleteOutputError(path, f"no {MARKER} beside its files")
 
 
-def prepare_dir(path, overwrite=False, flag="--output"):
+def prepare_dir(path, overwrite=False, flag="--output", replaceable=None):
     """Checks an output folder before the work: writable, not a finished result.
 
     Args:
         path: str or path-like. The target folder.
         overwrite: bool. Allow replacing a completed result.
         flag: str. The argument name used in messages.
+        replaceable: set of str or None. More entry names than `REPLACEABLE`
+            that an earlier result of this output may hold.
 
     Returns:
         The absolute target path.
@@ -183,10 +185,11 @@ def prepare_dir(path, overwrite=False, flag="--output"):
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{flag} {path} is a file; give a folder.")
     entries = set(os.listdir(path)) if os.path.isdir(path) else set()
-    if entries and not entries <= REPLACEABLE:
+    allowed = REPLACEABLE | set(replaceable or ())
+    if entries and not entries <= allowed:
         raise ValueError(
             f"{flag} {path} already holds files that are not an sbert_keras result "
-            f"(e.g. {min(entries - REPLACEABLE)!r}); choose another folder."
+            f"(e.g. {min(entries - allowed)!r}); choose another folder."
         )
     if entries and not overwrite:
         what = "a completed run" if is_complete(path) else "an earlier result"
@@ -230,7 +233,7 @@ def finalize_dir(work, target, marker):
     return target
 
 
-def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0):
+def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0, replaceable=None):
     """Builds a folder with `write(work_folder)`, then moves it onto `target`.
 
     For outputs written in one go (a SavedModel): a leftover working folder
@@ -245,6 +248,8 @@ def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0
         marker: dict or None. Facts for the completion marker.
         flag: str. The argument name used in messages.
         needed: int. Bytes the folder needs at least (0: unknown).
+        replaceable: set of str or None. Entry names an earlier result of
+            this output holds besides `REPLACEABLE` (see `prepare_dir`).
 
     Returns:
         The absolute target path.
@@ -252,7 +257,7 @@ def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0
     Raises:
         DiskFullError: not enough free space.
     """
-    target = prepare_dir(target, overwrite, flag)
+    target = prepare_dir(target, overwrite, flag, replaceable)
     free = free_bytes(target)
     if needed > free:
         raise DiskFullError(target, needed, free)

@@ -23,6 +23,7 @@ import os
 from sbert_keras.checkpoints.families.weight_table import assign_from_tensors
 from sbert_keras.checkpoints.families.weight_table import expected_shapes
 from sbert_keras.checkpoints.families.weight_table import tensors_from_variables
+from sbert_keras.checkpoints.tokenizer_files import tokenizer_files
 from sbert_keras.model.backbone_config import ConfigLayout
 from sbert_keras.model.backbone_config import backbone_arguments
 from sbert_keras.model.backbone_config import safetensors_path
@@ -44,10 +45,14 @@ class Family:
         fields: dict. Backbone argument -> `config.json` field.
         defaults: dict. Arguments whose field may be absent, and their value.
         activation_field: str. The field naming the feed-forward activation.
+        attention_dropout_field: str. The field of the attention dropout
+            (written equal to the dropout).
         position_offset: int. Position rows reserved before the first position.
         layer_prefix: str. Tensor-name prefix before a block's index.
         vocabulary_files: tuple of str. The separate vocabulary files a
             folder of this family may hold instead of `tokenizer.json`.
+        tokenizer_class: str. transformers' tokenizer class, for
+            `tokenizer_config.json`.
     """
 
     name = None
@@ -56,9 +61,11 @@ class Family:
     fields = {}
     defaults = {"layer_norm_epsilon": 1e-12, "dropout": 0.1}
     activation_field = "hidden_act"
+    attention_dropout_field = "attention_probs_dropout_prob"
     position_offset = 0
     layer_prefix = "encoder.layer."
     vocabulary_files = ()
+    tokenizer_class = None
 
     @property
     def layout(self):
@@ -122,9 +129,11 @@ class Family:
     def hf_config(self, backbone, tokenizer):
         """`config.json` for `backbone`, from the same field table the loader reads."""
         arguments = self.file_arguments(self.arguments_of(backbone))
-        config = {"architectures": [self.architecture], "model_type": self.name}
+        config = {"architectures": [self.architecture], "model_type": self.name, "dtype": "float32"}
         for name, field in self.fields.items():
             config[field] = arguments[name]
+        config[self.attention_dropout_field] = arguments["dropout"]
+        config["initializer_range"] = 0.02
         config[self.activation_field] = arguments["activation"]
         config.update(self.config_constants(tokenizer))
         return dict(sorted(config.items()))
@@ -136,6 +145,10 @@ class Family:
     def hf_tensors(self, backbone):
         """`{tensor: float32 array}` named as Hugging Face's model of this family names them."""
         return tensors_from_variables(self.weight_table(self.file_arguments(self.arguments_of(backbone))), backbone)
+
+    def tokenizer_files(self, tokenizer, max_length):
+        """The tokenizer files of a sentence-transformers folder (`checkpoints.tokenizer_files`)."""
+        return tokenizer_files(tokenizer, self.tokenizer_class, max_length)
 
     def check_savable(self, backbone, tokenizer):
         """Raises when `backbone` has an activation that `config.json` cannot name."""

@@ -40,6 +40,7 @@ class BertFamily(Family):
     architecture = "BertModel"
     fields = HF_FIELDS
     vocabulary_files = ("vocab.txt",)
+    tokenizer_class = "BertTokenizer"
     token_types = 2
 
     def weight_table(self, arguments):
@@ -73,6 +74,7 @@ class RobertaFamily(BertFamily):
     model_types = ("roberta",)
     architecture = "RobertaModel"
     vocabulary_files = ("vocab.json",)
+    tokenizer_class = "RobertaTokenizer"
     position_offset = 2
     token_types = 1
     backbone_class = keras_hub.models.RobertaBackbone

@@ -46,8 +46,10 @@ class DistilBertFamily(Family):
     architecture = "DistilBertModel"
     fields = DISTILBERT_FIELDS
     activation_field = "activation"
+    attention_dropout_field = "attention_dropout"
     layer_prefix = "transformer.layer."
     vocabulary_files = ("vocab.txt",)
+    tokenizer_class = "DistilBertTokenizer"
 
     def weight_table(self, arguments):
         return embedding_rules(arguments) + block_rules(
@@ -72,4 +74,4 @@ class DistilBertFamily(Family):
         )
 
     def config_constants(self, tokenizer):
-        return {"pad_token_id": tokenizer.pad_token_id, "sinusoidal_pos_embds": False, "attention_dropout": 0.1}
+        return {"pad_token_id": tokenizer.pad_token_id, "sinusoidal_pos_embds": False}

@@ -36,6 +36,7 @@ class MPNetFamily(Family):
     fields = HF_FIELDS
     position_offset = 2
     vocabulary_files = ("vocab.txt",)
+    tokenizer_class = "MPNetTokenizer"
 
     def check_config(self, config, source):
         buckets = config.get("relative_attention_num_buckets", NUM_BUCKETS)

@@ -23,6 +23,7 @@ class XLMRobertaFamily(RobertaFamily):
     model_types = ("xlm-roberta",)
     architecture = "XLMRobertaModel"
     vocabulary_files = ("sentencepiece.bpe.model",)
+    tokenizer_class = "XLMRobertaTokenizer"
     backbone_class = keras_hub.models.XLMRobertaBackbone
 
     def tokenizer(self, folder, lowercase):
