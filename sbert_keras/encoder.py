@@ -6,6 +6,7 @@ import keras
 import keras_hub
 
 from sbert_keras.checkpoints.presets import load_preset
+from sbert_keras.checkpoints.st_writer import SentenceTransformersExport
 from sbert_keras.encoding import EncodingMixin
 from sbert_keras.model.pooling import MaskedPooling
 from sbert_keras.model.preprocessor import check_sequence_length
@@ -38,7 +39,7 @@ def projection_layers(projections):
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder):
+class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, keras_hub.models.TextEmbedder):
     """The one sentence encoder: raw text in, one float32 vector per text out.
 
     A functional Keras model: the backbone's token embeddings go through
@@ -47,7 +48,8 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
     optionally, a float32 L2 normalisation. Inference (`encode`, `predict`
     and `__call__` on raw strings, `quantize`, `project`) comes from
     `sbert_keras.encoding.EncodingMixin`, prompts (`encode_query`,
-    `encode_document`) from `sbert_keras.model.prompts.PromptsMixin`.
+    `encode_document`) from `sbert_keras.model.prompts.PromptsMixin`, and
+    `save_to_sentence_transformers` from `checkpoints.st_writer`.
     Every siamese objective of `sbert_keras` wraps one instance of it, so the
     weights are shared by construction. With a `preprocessor` attached,
     `predict`, `fit` and `evaluate` accept raw strings.
@@ -151,9 +153,9 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
                 folder, including one written by `encoder.save_to_preset`
                 (its `task.json` restores pooling, normalisation,
                 projections and prompts); a local Hugging Face / sentence-transformers
-                folder (`config.json` with `model_type`; BERT or RoBERTa;
-                vocabulary from `vocab.txt`, `vocab.json` + `merges.txt` or
-                `tokenizer.json`; pooling, `Dense` projections, normalisation
+                folder (`model_type` BERT, RoBERTa, DistilBERT, XLM-RoBERTa or MPNet;
+                vocabulary from `vocab.txt`, `vocab.json` + `merges.txt`,
+                `sentencepiece.bpe.model` or `tokenizer.json`; pooling, `Dense` projections, normalisation
                 and maximum length follow its `modules.json`, `1_Pooling/`,
                 `2_Dense/` and `sentence_bert_config.json`, prompts its
                 `config_sentence_transformers.json`); a `.keras` file
@@ -174,9 +176,8 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, keras_hub.models.TextEmbedder
             CorruptModelError: a truncated, damaged or non-`.keras` file.
             PresetUnavailableError: a preset name that could not be
                 downloaded (e.g. no network).
-            ValueError: an unsupported model type, tokenizer (XLM-R /
-                sentencepiece) or `modules.json` module, named with its
-                folder; `load_weights=False` for a `.keras` file; a bad
+            ValueError: an unsupported model type, tokenizer or
+                `modules.json` module, named with its folder; `load_weights=False` for a `.keras` file; a bad
                 `dtype`.
 
         Example:

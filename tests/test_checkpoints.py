@@ -231,11 +231,17 @@ def fake_folder(tmp_path, model_type="bert", modules=None, tokenizer_model=None)
     return tmp_path
 
 
-def test_xlm_roberta_folder_is_a_clear_error(tmp_path):
-    folder = fake_folder(tmp_path, "xlm-roberta", tokenizer_model={"type": "Unigram", "vocab": [["<s>", 0.0]]})
-    with pytest.raises(ValueError, match="XLM-R / sentencepiece folders are not supported yet") as e:
+def test_an_unsupported_model_type_is_a_clear_error(tmp_path):
+    folder = fake_folder(tmp_path, "camembert", tokenizer_model={"type": "Unigram", "vocab": [["<s>", 0.0]]})
+    with pytest.raises(ValueError, match=r"model_type='camembert' is not supported; supported: bert, ") as e:
         SentenceEncoder.from_preset(folder)
-    assert str(folder) in str(e.value)
+    assert str(folder / "config.json") in str(e.value) and "xlm-roberta" in str(e.value)
+
+
+def test_a_unigram_tokenizer_json_not_laid_out_as_xlm_roberta_is_a_clear_error(tmp_path):
+    folder = fake_folder(tmp_path, "xlm-roberta", tokenizer_model={"type": "Unigram", "vocab": [["<s>", 0.0]]})
+    with pytest.raises(ValueError, match=r"tokenizer\.json: the vocabulary is not laid out as XLM-RoBERTa's"):
+        SentenceEncoder.from_preset(folder)
 
 
 @pytest.mark.parametrize(

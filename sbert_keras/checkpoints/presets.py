@@ -15,20 +15,28 @@ other modules, pool and normalise in the compute dtype, build the tanh-GELU
 KerasHub's RoBERTa converter reads only `roberta.`-prefixed keys.
 docs/loading.md ("Why not KerasHub's converters") lists each gap.
 
-So this module converts such folders itself, without touching KerasHub
-internals (the block sublayers it fills are read through
+So this module converts such folders itself, through one family per
+Hugging Face `model_type` (`checkpoints/families/`), without touching
+KerasHub internals (block sublayers are read through
 `compat.keras_hub.block_parts`):
 
-- the vocabulary (and BPE merges) come from `vocab.txt` /
-  `vocab.json` + `merges.txt`, or else from `tokenizer.json`, and are handed
-  to KerasHub's tokenizers in memory;
-- BERT-family folders load into `BertLayoutBackbone` (exact GELU); RoBERTa
-  folders with RoBERTa's exact configuration into KerasHub's own
-  `RobertaBackbone`;
-- any of the key prefixes `bert.`, `roberta.`, `model.` is accepted, or none;
+- the family reads the tokenizer: WordPiece from `vocab.txt` or
+  `tokenizer.json`, byte-level BPE from `vocab.json` + `merges.txt` or
+  `tokenizer.json`, SentencePiece from `sentencepiece.bpe.model` or a
+  Unigram `tokenizer.json` (`sentencepiece_model`), all handed to KerasHub's
+  tokenizers in memory;
+- it builds the backbone: `BertLayoutBackbone` for BERT (exact GELU);
+  KerasHub's own `RobertaBackbone`, `XLMRobertaBackbone` and
+  `DistilBertBackbone` when the configuration is the one they compute
+  exactly (else `BertLayoutBackbone`); `MPNetBackbone` for MPNet;
+- its weight table (`families.weight_table`) maps every tensor, the same
+  table that writes them back (`save_to_sentence_transformers`);
+- any of the key prefixes `bert.`, `roberta.`, `distilbert.`, `mpnet.`,
+  `model.` is accepted, or none;
 - the token-type embedding row 0 (added to every token, since a sentence
   encoder only sees segment 0) is folded into the position embeddings.
 
+The dispatch by what a folder or file holds stays here (`load_preset`).
 KerasHub's hub download errors (a long `ConnectionError`) become one
 `PresetUnavailableError`. The `modules.json` pipeline (pooling, `Dense`,
 normalisation) is read by `sbert_keras.checkpoints.st_modules`.
@@ -40,6 +48,9 @@ import keras
 import keras_hub
 from safetensors.numpy import load_file
 
+from sbert_keras.checkpoints.families.bert import BertFamily
+from sbert_keras.checkpoints.families.bert import RobertaFamily
+from sbert_keras.checkpoints.families.registry import family_for_config
 from sbert_keras.checkpoints.keras_files import CorruptModelError  # noqa: F401 (public here too)
 from sbert_keras.checkpoints.keras_files import load_keras_encoder
 from sbert_keras.checkpoints.keras_files import load_keras_file  # noqa: F401 (public here too)
@@ -48,27 +59,21 @@ from sbert_keras.checkpoints.st_modules import read_prompts
 from sbert_keras.checkpoints.st_modules import read_sentence_transformers_settings  # noqa: F401 (public here too)
 from sbert_keras.checkpoints.st_modules import text_preprocessing
 from sbert_keras.checkpoints.tokenizer_json import LowercasingBertTokenizer  # noqa: F401 (public here too)
-from sbert_keras.checkpoints.tokenizer_json import bert_tokenizer
-from sbert_keras.checkpoints.tokenizer_json import roberta_tokenizer
-from sbert_keras.compat.keras_hub import block_parts
 from sbert_keras.compat.keras_hub import load_saved_task
-from sbert_keras.model.backbone import BertLayoutBackbone
-from sbert_keras.model.backbone_config import backbone_arguments
 from sbert_keras.model.backbone_config import check_preset_folder
 from sbert_keras.model.backbone_config import check_vocabulary_fits
 from sbert_keras.model.backbone_config import safetensors_path
 from sbert_keras.model.backbone_config import strip_prefix
-from sbert_keras.model.backbone_config import weight_shapes
 from sbert_keras.model.precision import policy_for
 from sbert_keras.model.preprocessor import SentenceEncoderPreprocessor
 from sbert_keras.model.preprocessor import check_sequence_length
 from sbert_keras.utils.model_files import read_json as _read_json
 
-BERT_TYPES = ("bert",)
-ROBERTA_TYPES = ("roberta",)
-SENTENCEPIECE_TYPES = ("xlm-roberta", "camembert")
+BERT_TYPES = BertFamily.model_types
+ROBERTA_TYPES = RobertaFamily.model_types
+SENTENCEPIECE_TYPES = ("xlm-roberta",)
 # Position rows that RoBERTa reserves before the first real position.
-ROBERTA_POSITION_OFFSET = 2
+ROBERTA_POSITION_OFFSET = RobertaFamily.position_offset
 
 
 def is_transformers_folder(path):
@@ -84,102 +89,31 @@ def load_safetensors(folder):
     return {strip_prefix(key): value for key, value in load_file(safetensors_path(folder)).items()}
 
 
-def _check_not_sentencepiece(folder, model_type):
-    tokenizer = (_read_json(folder, "tokenizer.json") or {}).get("model")
-    tokenizer = tokenizer if isinstance(tokenizer, dict) else {}  # its reader names a malformed one
-    if (
-        model_type in SENTENCEPIECE_TYPES
-        or tokenizer.get("type") == "Unigram"
-        or os.path.isfile(os.path.join(folder, "sentencepiece.bpe.model"))
-    ):
-        raise ValueError(
-            f"XLM-R / sentencepiece folders are not supported yet: {folder} "
-            f"(model_type={model_type!r}). Supported: {BERT_TYPES + ROBERTA_TYPES} "
-            "with a WordPiece or byte-level BPE tokenizer."
-        )
-
-
-def _checked_arguments(folder, config, load_weights):
-    """The backbone's arguments, its position offset and activation, all checked.
-
-    With `load_weights`, the sizes are compared with the shapes in the
-    `model.safetensors` header (no tensor is read yet).
-    """
-    source = os.path.join(folder, "config.json")
-    offset = ROBERTA_POSITION_OFFSET if config["model_type"] in ROBERTA_TYPES else 0
-    activation = config.get("hidden_act", "gelu")
-    if activation not in ("gelu", "relu"):
-        raise ValueError(f"{source}: hidden_act={activation!r} is not supported.")
-    weights = safetensors_path(folder) if load_weights else None
-    shapes = weight_shapes(weights) if load_weights else None
-    return backbone_arguments(config, source, offset, shapes, weights), offset, activation
-
-
-def _vocabulary_source(folder, model_type):
-    """The file the tokenizer's vocabulary came from (as `hf_tokenizer` picks it)."""
-    own = ("vocab.txt",) if model_type in BERT_TYPES else ("vocab.json", "merges.txt")
-    if all(os.path.isfile(os.path.join(folder, name)) for name in own):
-        return os.path.join(folder, own[0])
-    return os.path.join(folder, "tokenizer.json")
-
-
-def _build_backbone(model_type, arguments, activation, dtype=None):
-    kwargs = dict(arguments)
-    epsilon = kwargs.pop("layer_norm_epsilon")
-    if model_type in ROBERTA_TYPES and activation == "gelu" and epsilon == 1e-5:
-        # KerasHub's own RobertaBackbone is exact for this configuration.
-        return keras_hub.models.RobertaBackbone(**kwargs, dtype=dtype)
-    return BertLayoutBackbone(activation=activation, layer_norm_epsilon=epsilon, dtype=dtype, **kwargs)
-
-
 def port_weights(backbone, tensors, position_offset, source="model.safetensors"):
-    """Assign Hugging Face BERT/RoBERTa tensors to a RobertaBackbone layout."""
+    """Assign Hugging Face BERT (offset 0) or RoBERTa (offset 2) tensors to a RobertaBackbone layout.
 
-    def get(key):
-        if key not in tensors:
-            raise KeyError(f"{source}: missing tensor {key!r}.")
-        return tensors[key]
-
-    positions = get("embeddings.position_embeddings.weight")[position_offset:]
-    positions = positions[: backbone.max_sequence_length]
-    if "embeddings.token_type_embeddings.weight" in tensors:
-        positions = positions + get("embeddings.token_type_embeddings.weight")[0]
-    backbone.token_embedding.embeddings.assign(get("embeddings.word_embeddings.weight"))
-    backbone.embeddings.position_embedding.position_embeddings.assign(positions)
-    backbone.embeddings_layer_norm.gamma.assign(get("embeddings.LayerNorm.weight"))
-    backbone.embeddings_layer_norm.beta.assign(get("embeddings.LayerNorm.bias"))
-    for i, layer in enumerate(backbone.transformer_layers):
-        p = f"encoder.layer.{i}."
-        parts = block_parts(layer)  # KerasHub's private sublayers, through the one adapter
-        for name, dense in (("query", parts.query), ("key", parts.key), ("value", parts.value)):
-            kernel = get(p + f"attention.self.{name}.weight").T
-            dense.kernel.assign(kernel.reshape(dense.kernel.shape))
-            dense.bias.assign(get(p + f"attention.self.{name}.bias").reshape(dense.bias.shape))
-        out = parts.attention_output
-        out.kernel.assign(get(p + "attention.output.dense.weight").T.reshape(out.kernel.shape))
-        out.bias.assign(get(p + "attention.output.dense.bias"))
-        parts.attention_norm.gamma.assign(get(p + "attention.output.LayerNorm.weight"))
-        parts.attention_norm.beta.assign(get(p + "attention.output.LayerNorm.bias"))
-        parts.intermediate.kernel.assign(get(p + "intermediate.dense.weight").T)
-        parts.intermediate.bias.assign(get(p + "intermediate.dense.bias"))
-        parts.output.kernel.assign(get(p + "output.dense.weight").T)
-        parts.output.bias.assign(get(p + "output.dense.bias"))
-        parts.feedforward_norm.gamma.assign(get(p + "output.LayerNorm.weight"))
-        parts.feedforward_norm.beta.assign(get(p + "output.LayerNorm.bias"))
+    The weight table of `families.bert` does the work; this keeps the name
+    of earlier releases.
+    """
+    family = RobertaFamily() if position_offset else BertFamily()
+    family.assign_weights(backbone, family.arguments_of(backbone), tensors, source)
 
 
 def load_transformers_folder(folder, dtype=None, load_weights=True):
     """Build a backbone + tokenizer from a local HF / sentence-transformers folder.
 
-    `config.json` (against the `model.safetensors` header, see
-    `model_config.check_backbone_arguments`), the tokenizer (its vocabulary
-    must fit the embedding table) and `modules.json` are checked before
-    anything is built or the weights are read, so a bad folder fails fast.
+    The folder's family (`families.registry.family_for_config`, by
+    `model_type`) reads the tokenizer and the backbone's arguments;
+    `config.json` (against the `model.safetensors` header), the tokenizer
+    (its vocabulary must fit the embedding table) and `modules.json` are
+    checked before anything is built or the weights are read, so a bad
+    folder fails fast.
 
     Args:
-        folder: str. A folder with `config.json` (`model_type` BERT or
-            RoBERTa), `model.safetensors`, and `vocab.txt`, `vocab.json` +
-            `merges.txt` or `tokenizer.json`.
+        folder: str. A folder with `config.json` (`model_type` BERT,
+            RoBERTa, DistilBERT, MPNet or XLM-RoBERTa), `model.safetensors`,
+            and the tokenizer: `vocab.txt`, `vocab.json` + `merges.txt`,
+            `sentencepiece.bpe.model`, or `tokenizer.json` alone.
         dtype: dtype policy of the backbone, or `None`.
         load_weights: bool. `False` keeps the backbone's and the `Dense`
             modules' fresh random weights (`model.safetensors` is not read).
@@ -196,38 +130,22 @@ def load_transformers_folder(folder, dtype=None, load_weights=True):
     """
     folder = str(folder)
     config = _read_json(folder, "config.json")
-    model_type = config["model_type"]
-    _check_not_sentencepiece(folder, model_type)
-    if model_type not in BERT_TYPES + ROBERTA_TYPES:
-        raise ValueError(
-            f"{os.path.join(folder, 'config.json')}: model_type={model_type!r} is not "
-            f"supported; supported: {BERT_TYPES + ROBERTA_TYPES}. KerasHub presets of "
-            "any text backbone load through `SentenceEncoder.from_preset(name)`."
-        )
+    family = family_for_config(folder, config)
     settings = read_sentence_transformers_settings(folder)
     settings["prompts"], settings["default_prompt_name"] = read_prompts(folder)
-    lowercase = text_preprocessing(folder)
-    if model_type in BERT_TYPES:
-        tokenizer = bert_tokenizer(folder, lowercase=lowercase)
-    elif lowercase:
-        raise ValueError(
-            f"{os.path.join(folder, 'sentence_bert_config.json')}: do_lower_case=true is "
-            f"supported for BERT folders only, not for model_type={model_type!r}."
-        )
-    else:
-        tokenizer = roberta_tokenizer(folder)
-    arguments, offset, activation = _checked_arguments(folder, config, load_weights)
+    tokenizer = family.tokenizer(folder, text_preprocessing(folder))
+    arguments = family.read_arguments(folder, config, load_weights)
     table = "model.safetensors: embeddings.word_embeddings.weight" if load_weights else "config.json: vocab_size"
     check_vocabulary_fits(
         tokenizer.vocabulary_size(),
         arguments["vocabulary_size"],
-        _vocabulary_source(folder, model_type),
+        family.vocabulary_source(folder),
         os.path.join(folder, table),
     )
-    backbone = _build_backbone(model_type, arguments, activation, dtype=dtype)
+    backbone = family.build_backbone(arguments, dtype=dtype)
     projections = load_dense_modules(folder, backbone.hidden_dim)
     if load_weights:
-        port_weights(backbone, load_safetensors(folder), offset, source=os.path.join(folder, "model.safetensors"))
+        family.assign_weights(backbone, arguments, load_safetensors(folder), os.path.join(folder, "model.safetensors"))
     else:  # the same layers, freshly initialised
         projections = [keras.layers.Dense.from_config(layer.get_config()) for layer in projections]
     settings["projections"] = projections
@@ -270,16 +188,25 @@ def load_keras_hub_preset(preset, dtype=None, load_weights=True):
     return backbone, tokenizer
 
 
-def load_preset(
-    cls, preset, load_weights=True, pooling=None, normalize=None, sequence_length=None, dtype=None, **kwargs
-):
+def load_preset(cls, preset, load_weights=True, **kwargs):
     """The body of `SentenceEncoder.from_preset`: picks the loader for `preset`.
+
+    The encoder remembers what it was loaded from (`encoder.loaded_from`, a
+    path or preset name), which `save_to_sentence_transformers` records as
+    its base model (or the base model of the training run it came from).
 
     Args: as `SentenceEncoder.from_preset`, plus `cls`, the encoder class.
 
     Returns:
         An instance of `cls`.
     """
+    encoder = _load(cls, os.fspath(preset), load_weights=load_weights, **kwargs)
+    encoder.loaded_from = os.fspath(preset)
+    return encoder
+
+
+def _load(cls, preset, load_weights=True, pooling=None, normalize=None, sequence_length=None, dtype=None, **kwargs):
+    """Picks the loader for `preset` (see `load_preset`)."""
     preset = os.fspath(preset)
     if not isinstance(load_weights, bool):
         raise TypeError(f"`load_weights` must be True or False. Received {load_weights!r}.")

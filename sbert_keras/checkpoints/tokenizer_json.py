@@ -6,7 +6,10 @@ save only `tokenizer.json`. KerasHub has no reader for that file, and the
 `tokenizers` library is an optional dependency, so the vocabulary and merges
 are read from it here (a few lines of JSON) and handed to KerasHub's
 tokenizers in memory. `LowercasingBertTokenizer` fixes KerasHub's case
-folding, which differs from Hugging Face's lowercasing.
+folding, which differs from Hugging Face's lowercasing. `MPNetTokenizer` is
+the same WordPiece tokenizer with MPNet's special tokens (`<s>`, `</s>`,
+`<pad>`, `<mask>`; packed as `<s> text </s>`): KerasHub has no MPNet.
+SentencePiece (XLM-R) folders are read by `checkpoints.sentencepiece_model`.
 
 Example:
 ```python
@@ -26,15 +29,30 @@ from sbert_keras.utils.model_files import model_file
 from sbert_keras.utils.model_files import read_json as _read_json
 
 
-@keras.saving.register_keras_serializable(package="sbert_keras")
-class LowercasingBertTokenizer(keras_hub.models.BertTokenizer):
-    """`BertTokenizer` that lowercases like Hugging Face (`str.lower`).
+class PythonLowercasing:
+    """Lowercases like Hugging Face (`str.lower`) before a KerasHub WordPiece tokenizer.
 
     KerasHub's `lowercase=True` applies Unicode *case folding*, which also
     rewrites letters that lowercasing keeps (German "ß" -> "ss", Greek final
     "ς" -> "σ"), so some words tokenise differently from the checkpoint's
-    own tokenizer. This class lowercases with `tf.strings.lower` (UTF-8)
+    own tokenizer. This mixin lowercases with `tf.strings.lower` (UTF-8)
     and hands KerasHub an already-lowercased string (`lowercase=False`).
+    """
+
+    def tokenize(self, inputs):
+        if self.lowercase_like_python:
+            inputs = tf.strings.lower(tf.convert_to_tensor(inputs, tf.string), encoding="utf-8")
+        return super().tokenize(inputs)
+
+    def get_config(self):
+        config = super().get_config()
+        config["lowercase"] = self.lowercase_like_python
+        return config
+
+
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class LowercasingBertTokenizer(PythonLowercasing, keras_hub.models.BertTokenizer):
+    """`BertTokenizer` that lowercases like Hugging Face (`str.lower`), see `PythonLowercasing`.
 
     Args:
         lowercase: bool. Lowercase the input (the checkpoint's `do_lower_case`).
@@ -46,15 +64,39 @@ class LowercasingBertTokenizer(keras_hub.models.BertTokenizer):
         super().__init__(vocabulary=vocabulary, lowercase=False, **kwargs)
         self.lowercase_like_python = lowercase
 
-    def tokenize(self, inputs):
-        if self.lowercase_like_python:
-            inputs = tf.strings.lower(tf.convert_to_tensor(inputs, tf.string), encoding="utf-8")
-        return super().tokenize(inputs)
 
-    def get_config(self):
-        config = super().get_config()
-        config["lowercase"] = self.lowercase_like_python
-        return config
+@keras.saving.register_keras_serializable(package="sbert_keras")
+class MPNetTokenizer(PythonLowercasing, keras_hub.tokenizers.WordPieceTokenizer):
+    """MPNet's WordPiece tokenizer: `<s>`, `</s>`, `<pad>`, `<mask>`, and its own unknown token.
+
+    Hugging Face's `MPNetTokenizer` is BERT's WordPiece (same normaliser and
+    pre-tokenizer) with RoBERTa's special tokens; the unknown token is the
+    vocabulary's `[UNK]` in the released checkpoints. Lowercasing follows
+    `PythonLowercasing`.
+
+    Args:
+        vocabulary: list of str or a `vocab.txt` path.
+        lowercase: bool. Lowercase the input.
+        oov_token: str. The unknown token (`tokenizer.json`'s `unk_token`).
+        **kwargs: passed to `keras_hub.tokenizers.WordPieceTokenizer`.
+    """
+
+    def __init__(self, vocabulary=None, lowercase=False, oov_token="[UNK]", **kwargs):
+        for token, name in MPNET_SPECIAL_TOKENS:
+            self._add_special_token(token, name)
+        kwargs.pop("lowercase", None)
+        super().__init__(vocabulary=vocabulary, lowercase=False, oov_token=oov_token, **kwargs)
+        self.lowercase_like_python = lowercase
+
+
+MPNET_SPECIAL_TOKENS = (
+    ("<s>", "cls_token"),
+    ("</s>", "sep_token"),
+    ("<pad>", "pad_token"),
+    ("<mask>", "mask_token"),
+    ("<s>", "start_token"),
+    ("</s>", "end_token"),
+)
 
 
 def _field(value, path, field, kinds, expected):
@@ -117,8 +159,8 @@ def _merges(model, path):
     return [m if isinstance(m, str) else " ".join(m) for m in merges]
 
 
-def bert_tokenizer(folder, lowercase=None):
-    """The WordPiece tokenizer of a BERT folder (`vocab.txt` or `tokenizer.json`).
+def bert_tokenizer(folder, lowercase=None, tokenizer_class=None):
+    """The WordPiece tokenizer of a BERT-like folder (`vocab.txt` or `tokenizer.json`).
 
     Lowercasing and accent stripping follow `tokenizer_config.json`
     (`do_lower_case`, `strip_accents`), else `tokenizer.json`'s
@@ -128,15 +170,19 @@ def bert_tokenizer(folder, lowercase=None):
         folder: str. A Hugging Face / sentence-transformers folder.
         lowercase: bool or None. `True` lowercases whatever the tokenizer
             files say (sentence-transformers' own `do_lower_case`).
+        tokenizer_class: `LowercasingBertTokenizer` (the default: `[CLS]`,
+            `[SEP]`) or `MPNetTokenizer` (`<s>`, `</s>`; its unknown token
+            is read from the files).
 
     Returns:
-        a `LowercasingBertTokenizer`.
+        a `tokenizer_class` instance.
     """
+    tokenizer_class = tokenizer_class or LowercasingBertTokenizer
     vocab_path = model_file(folder, "vocab.txt", limit=VOCABULARY_LIMIT)
+    model = _tokenizer_model(folder, "WordPiece") if vocab_path is None else None
     if vocab_path is not None:
         vocabulary = vocab_path
     else:
-        model = _tokenizer_model(folder, "WordPiece")
         if model is None:
             raise FileNotFoundError(f"{folder} has neither `vocab.txt` nor `tokenizer.json`.")
         vocabulary = _vocabulary_list(model["vocab"], os.path.join(folder, "tokenizer.json"))
@@ -151,10 +197,16 @@ def bert_tokenizer(folder, lowercase=None):
         strip_accents = normalizer.get("strip_accents")
     if strip_accents is None:
         strip_accents = tokenizer_lowercases
-    return LowercasingBertTokenizer(
+    options = {}
+    if tokenizer_class is MPNetTokenizer:
+        unknown = (model or _tokenizer_model(folder, "WordPiece") or {}).get("unk_token") or tok_config.get("unk_token")
+        unknown = unknown.get("content") if isinstance(unknown, dict) else unknown  # an AddedToken
+        options["oov_token"] = _field(unknown or "[UNK]", config_path, "unk_token", str, "a string")
+    return tokenizer_class(
         vocabulary=vocabulary,
         lowercase=bool(lowercase or tokenizer_lowercases),
         strip_accents=bool(strip_accents),
+        **options,
     )
 
 

@@ -4,8 +4,9 @@
 `sbert-keras`); `arguments` holds each subcommand's flags with their help
 and defaults, `flag_types` the argparse types of single flags, and
 `flag_checks` the checks that involve several flags or files, run before
-TensorFlow is imported; `commands`, `train` and `index_commands` hold
-what each subcommand does; `demo` (with `demo_steps`) is `make demo`;
+TensorFlow is imported; `commands`, `train`, `index_commands` and
+`export_formats` (`export --format`) hold what each subcommand does;
+`demo` (with `demo_steps`) is `make demo`;
 `notebook_setup` the shared first cells of the notebooks. The parser's
 names are importable from `sbert_keras.cli` too.
 

@@ -270,11 +270,22 @@ def add_cluster_arguments(p):
     )
 
 
+EXPORT_FORMATS = ("saved-model", "sentence-transformers")
+
+
 def add_export_arguments(p):
+    p.add_argument(
+        "--format",
+        default="saved-model",
+        choices=EXPORT_FORMATS,
+        help="saved-model: a TensorFlow SavedModel serving raw strings; sentence-transformers: a folder that "
+        "sentence-transformers and Hugging Face transformers load (float32, with the model's prompts)",
+    )
     p.add_argument(
         "--output",
         required=True,
-        help="SavedModel folder, e.g. serving/sbert/1 for TF Serving (appears when complete)",
+        help="SavedModel folder, e.g. serving/sbert/1 for TF Serving, or the sentence-transformers folder "
+        "(appears when complete)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output (refused otherwise)")
     add_precision_flags(p, "the served graph", "exporting")

@@ -130,7 +130,18 @@ def check_cluster(args):
 
 
 def check_export(args):
-    outputs.prepare_dir(args.output, overwrite=args.overwrite)
+    replaceable = None
+    if args.format == "sentence-transformers":
+        flags = {"--quantize": args.quantize, "--prompt": args.prompt}
+        flags.update({"--prompt-name": args.prompt_name, "--truncate-dim": args.truncate_dim})
+        for flag, value in flags.items():
+            if value:
+                raise ValueError(
+                    f"{flag} does not apply to --format sentence-transformers: the folder holds the float32 "
+                    "encoder with its prompts and its full dimension."
+                )
+        replaceable = outputs.SENTENCE_TRANSFORMERS_FILES
+    outputs.prepare_dir(args.output, overwrite=args.overwrite, replaceable=replaceable)
 
 
 def check_mine_negatives(args):

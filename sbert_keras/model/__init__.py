@@ -1,6 +1,9 @@
-"""The encoder's building blocks: backbone, preprocessor, pooling, prompts, precision, similarity.
+"""The encoder's building blocks: backbones, preprocessor, pooling, prompts, precision, similarity.
 
 Keras layers and KerasHub models that `SentenceEncoder` (`sbert_keras/encoder.py`)
-assembles, plus the checks of a backbone's configuration (`backbone_config`) and the
-precision vocabulary (`precision`). Nothing here runs inference or reads checkpoints.
+assembles: `backbone` (`BertLayoutBackbone`), `mpnet_backbone` (`MPNetBackbone`,
+with its blocks and relative position bias in `mpnet_layers`), `preprocessor`,
+`pooling`, `prompts`, `similarity`, plus the checks of a backbone's configuration
+(`backbone_config`) and the precision vocabulary (`precision`). Nothing here runs
+inference or reads checkpoints.
 """

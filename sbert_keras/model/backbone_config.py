@@ -14,11 +14,12 @@ embedding table.
 
 Example:
 ```python
-arguments = backbone_arguments(config, "folder/config.json", position_offset=0)
-check_backbone_arguments(arguments, "folder/config.json", HF_FIELDS, weight_shapes(path))
+arguments = backbone_arguments(config, "folder/config.json", 0, layout, weight_shapes(path))
+check_backbone_arguments(arguments, "BertLayoutBackbone")
 ```
 """
 
+import dataclasses
 import math
 import os
 
@@ -51,7 +52,7 @@ SIZE_LIMITS = {
 }
 # 2e10 float32 parameters are 80 GB: more than one accelerator holds.
 MAX_PARAMETERS = 2 * 10**10
-KEY_PREFIXES = ("bert.", "roberta.", "model.")
+KEY_PREFIXES = ("bert.", "roberta.", "distilbert.", "mpnet.", "model.")
 # The JSON files KerasHub reads from a preset folder.
 PRESET_FILES = ("config.json", "task.json", "preprocessor.json", "tokenizer.json", "metadata.json")
 
@@ -93,7 +94,7 @@ def weight_shapes(path):
         raise ValueError(f"{path} is not a readable safetensors file: {e}") from e
 
 
-def backbone_arguments(config, source, position_offset, shapes=None, weights_source=None):
+def backbone_arguments(config, source, position_offset, layout, shapes=None, weights_source=None):
     """The backbone's arguments from a Hugging Face `config.json`, checked.
 
     Args:
@@ -101,22 +102,24 @@ def backbone_arguments(config, source, position_offset, shapes=None, weights_sou
         source: str. Its path, for error messages.
         position_offset: int. Position rows reserved before the first real
             position (RoBERTa: 2).
+        layout: `ConfigLayout`. The model type's field names and tensors.
         shapes: dict or None. The weights' `{tensor: shape}` (`weight_shapes`).
         weights_source: str or None. The weights file, for error messages.
 
     Returns:
-        dict of `BertLayoutBackbone` arguments (without `dtype`).
+        dict of backbone arguments (without `dtype`).
 
     Raises:
         ValueError: a missing field, or one `check_backbone_arguments` refuses.
     """
-    missing = [field for name, field in HF_FIELDS.items() if field not in config and name in SIZE_LIMITS]
+    fields = layout.fields
+    missing = [field for name, field in fields.items() if field not in config and name in SIZE_LIMITS]
     if missing:
         raise ValueError(f"{source}: missing {', '.join(missing)}.")
-    arguments = {name: config.get(field) for name, field in HF_FIELDS.items()}
-    arguments["layer_norm_epsilon"] = config.get("layer_norm_eps", 1e-12)
-    arguments["dropout"] = config.get("hidden_dropout_prob", 0.1)
-    check_backbone_arguments(arguments, source, HF_FIELDS, shapes, weights_source, position_offset)
+    arguments = dict(layout.defaults)
+    for name, field in fields.items():
+        arguments[name] = config.get(field, layout.defaults[name]) if name in layout.defaults else config.get(field)
+    check_backbone_arguments(arguments, source, fields, shapes, weights_source, position_offset, layout)
     arguments["max_sequence_length"] -= position_offset
     return arguments
 
@@ -138,7 +141,7 @@ def _check_fraction(value, field, source, low, high, closed):
 
 
 def check_backbone_arguments(
-    arguments, source, fields=None, shapes=None, weights_source="the weights", position_offset=0
+    arguments, source, fields=None, shapes=None, weights_source="the weights", position_offset=0, layout=None
 ):
     """Refuses backbone arguments that are absurd or disagree with the weights.
 
@@ -158,6 +161,8 @@ def check_backbone_arguments(
         weights_source: str. The weights file, named in errors.
         position_offset: int. Position rows reserved before the first real
             position (RoBERTa: 2); `max_sequence_length` must exceed it.
+        layout: `ConfigLayout` or None. The tensors `shapes` must hold
+            (required with `shapes`).
 
     Raises:
         ValueError: a size that is not a whole number or is out of range,
@@ -186,7 +191,7 @@ def check_backbone_arguments(
     if all(name in arguments for name in SIZE_LIMITS):
         _check_parameter_count(arguments, source)
     if shapes is not None:
-        check_weight_shapes(arguments, shapes, source, name_of, weights_source or "the weights")
+        check_weight_shapes(arguments, shapes, source, name_of, weights_source or "the weights", layout)
 
 
 def _check_parameter_count(arguments, source):
@@ -199,31 +204,7 @@ def _check_parameter_count(arguments, source):
         )
 
 
-def expected_shapes(arguments):
-    """`{tensor: shape}` that a Hugging Face BERT/RoBERTa checkpoint of these sizes holds."""
-    hidden, inner = arguments["hidden_dim"], arguments["intermediate_dim"]
-    expected = {
-        "embeddings.word_embeddings.weight": (arguments["vocabulary_size"], hidden),
-        "embeddings.position_embeddings.weight": (arguments["max_sequence_length"], hidden),
-        "embeddings.LayerNorm.weight": (hidden,),
-        "embeddings.LayerNorm.bias": (hidden,),
-    }
-    for i in range(arguments["num_layers"]):
-        p = f"encoder.layer.{i}."
-        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
-            expected[p + name + ".weight"] = (hidden, hidden)
-            expected[p + name + ".bias"] = (hidden,)
-        expected[p + "intermediate.dense.weight"] = (inner, hidden)
-        expected[p + "intermediate.dense.bias"] = (inner,)
-        expected[p + "output.dense.weight"] = (hidden, inner)
-        expected[p + "output.dense.bias"] = (hidden,)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            expected[p + norm + ".weight"] = (hidden,)
-            expected[p + norm + ".bias"] = (hidden,)
-    return expected
-
-
-def check_weight_shapes(arguments, shapes, source, name_of, weights_source):
+def check_weight_shapes(arguments, shapes, source, name_of, weights_source, layout):
     """Refuses weights whose tensors, or layer count, differ from the arguments.
 
     `arguments["max_sequence_length"]` is the number of position rows in the
@@ -235,9 +216,10 @@ def check_weight_shapes(arguments, shapes, source, name_of, weights_source):
         source: str. The configuration file, named in errors.
         name_of: dict. The file's name of each argument.
         weights_source: str. The weights file, named in errors.
+        layout: `ConfigLayout`. The tensors expected.
     """
     sizes = ", ".join(f"{name_of[n]}={arguments[n]}" for n in SIZE_LIMITS)
-    for key, shape in expected_shapes(arguments).items():
+    for key, shape in layout.expected_shapes(arguments).items():
         if key not in shapes:
             raise ValueError(f"{weights_source} has no tensor {key!r}, which {source} ({sizes}) implies.")
         if shapes[key] != shape:
@@ -245,12 +227,34 @@ def check_weight_shapes(arguments, shapes, source, name_of, weights_source):
                 f"{weights_source}: tensor {key!r} has shape {list(shapes[key])}; "
                 f"{source} ({sizes}) implies {list(shape)}."
             )
-    layers = {key.split(".")[2] for key in shapes if key.startswith("encoder.layer.")}
+    prefix = layout.layer_prefix
+    layers = {key[len(prefix) :].split(".")[0] for key in shapes if key.startswith(prefix)}
     if len(layers) != arguments["num_layers"]:
         raise ValueError(
             f"{weights_source} holds {len(layers)} transformer layers; {source} says "
             f"{name_of['num_layers']}={arguments['num_layers']}."
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigLayout:
+    """How one Hugging Face model type names a backbone's sizes and tensors.
+
+    Args:
+        fields: dict. The `config.json` field of each backbone argument.
+        defaults: dict. Arguments whose field may be absent, with their value
+            then (also arguments the file never holds, e.g. DistilBERT's
+            fixed LayerNorm epsilon).
+        expected_shapes: callable. Backbone arguments (with
+            `max_sequence_length` counting every position row of the file)
+            -> `{tensor: shape}` the weights must hold.
+        layer_prefix: str. The tensor name prefix before a block's index.
+    """
+
+    fields: dict
+    defaults: dict
+    expected_shapes: object
+    layer_prefix: str
 
 
 def check_preset_folder(folder):

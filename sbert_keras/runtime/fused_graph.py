@@ -38,7 +38,9 @@ import numpy as np
 import tensorflow as tf
 from keras_hub.layers import TokenAndPositionEmbedding
 from keras_hub.layers import TransformerEncoder
+from keras_hub.models import DistilBertBackbone
 from keras_hub.models import RobertaBackbone
+from keras_hub.models import XLMRobertaBackbone
 
 from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.compat.keras_hub import block_parts
@@ -49,7 +51,7 @@ from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
 
 # Backbones whose graph is embeddings -> LayerNorm -> post-LN TransformerEncoders.
-SUPPORTED_BACKBONES = (BertLayoutBackbone, RobertaBackbone)
+SUPPORTED_BACKBONES = (BertLayoutBackbone, RobertaBackbone, XLMRobertaBackbone, DistilBertBackbone)
 # Activations the fused graph applies by calling the same Keras function.
 KNOWN_ACTIVATIONS = (keras.activations.gelu, keras.activations.relu, keras.activations.tanh, keras.activations.linear)
 SAMPLES_PER_VARIABLE = 32

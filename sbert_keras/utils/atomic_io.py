@@ -64,6 +64,25 @@ REPLACEABLE = {
     "assets",
     "keras_metadata.pb",
 }
+# The files of a sentence-transformers folder (`save_to_sentence_transformers`,
+# `sbert-keras export --format sentence-transformers`): an earlier one is replaced with overwrite.
+SENTENCE_TRANSFORMERS_FILES = {
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "sentencepiece.bpe.model",
+    "special_tokens_map.json",
+    "sentence_bert_config.json",
+    "modules.json",
+    "config_sentence_transformers.json",
+    "README.md",
+    "1_Pooling",
+    *(f"{i}_{module}" for i in range(2, 18) for module in ("Dense", "Normalize")),
+}
 # Tests set this to a stage name (or part of one, e.g. "encoder.keras"): each
 # save then logs its stage on stderr and sleeps at the matching one, so that
 # the test can kill the process there.
@@ -172,13 +191,15 @@ def check_complete(path):
         raise IncompleteOutputError(path, f"no {MARKER} beside its files")
 
 
-def prepare_dir(path, overwrite=False, flag="--output"):
+def prepare_dir(path, overwrite=False, flag="--output", replaceable=None):
     """Checks an output folder before the work: writable, not a finished result.
 
     Args:
         path: str or path-like. The target folder.
         overwrite: bool. Allow replacing a completed result.
         flag: str. The argument name used in messages.
+        replaceable: set of str or None. More entry names than `REPLACEABLE`
+            that an earlier result of this output may hold.
 
     Returns:
         The absolute target path.
@@ -187,10 +208,11 @@ def prepare_dir(path, overwrite=False, flag="--output"):
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{flag} {path} is a file; give a folder.")
     entries = set(os.listdir(path)) if os.path.isdir(path) else set()
-    if entries and not entries <= REPLACEABLE:
+    allowed = REPLACEABLE | set(replaceable or ())
+    if entries and not entries <= allowed:
         raise ValueError(
             f"{flag} {path} already holds files that are not an sbert_keras result "
-            f"(e.g. {min(entries - REPLACEABLE)!r}); choose another folder."
+            f"(e.g. {min(entries - allowed)!r}); choose another folder."
         )
     if entries and not overwrite:
         what = "a completed run" if is_complete(path) else "an earlier result"
@@ -234,7 +256,7 @@ def finalize_dir(work, target, marker):
     return target
 
 
-def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0):
+def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0, replaceable=None):
     """Builds a folder with `write(work_folder)`, then moves it onto `target`.
 
     For outputs written in one go (a SavedModel): a leftover working folder
@@ -249,6 +271,8 @@ def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0
         marker: dict or None. Facts for the completion marker.
         flag: str. The argument name used in messages.
         needed: int. Bytes the folder needs at least (0: unknown).
+        replaceable: set of str or None. Entry names an earlier result of
+            this output holds besides `REPLACEABLE` (see `prepare_dir`).
 
     Returns:
         The absolute target path.
@@ -256,7 +280,7 @@ def write_dir(write, target, overwrite=False, marker=None, flag="path", needed=0
     Raises:
         DiskFullError: not enough free space.
     """
-    target = prepare_dir(target, overwrite, flag)
+    target = prepare_dir(target, overwrite, flag, replaceable)
     free = free_bytes(target)
     if needed > free:
         raise DiskFullError(target, needed, free)
