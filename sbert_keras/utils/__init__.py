@@ -5,7 +5,8 @@ checks that name the bad input), `console` (logging and progress bars),
 `atomic_io` and `disk_space` (outputs written whole or not at all),
 `output_lock` (one writer per output folder), `model_files` (the one
 reader of a model folder's JSON files), `hardware` (CPU flags, GPU, the
-precision `"auto"` picks), `arrays` (NumPy row normalisation) and
-`module_paths` (the module paths of earlier releases) and
-`import_hooks` (a function run right after another library is imported).
+precision `"auto"` picks), `arrays` (NumPy row normalisation),
+`module_paths` (the module paths of earlier releases), `import_hooks` (a
+function run right after another library is imported) and `output_names`
+(the names of what the package writes, and what an overwrite replaces).
 """
