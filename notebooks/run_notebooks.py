@@ -4,7 +4,8 @@
     .venv/bin/python notebooks/run_notebooks.py --names 01 03    # a selection
     .venv/bin/python notebooks/run_notebooks.py --smoke          # SBERT_SMOKE=1, nothing saved
     .venv/bin/python notebooks/run_notebooks.py --no-execute     # sources -> .ipynb, outputs kept
-    .venv/bin/python notebooks/run_notebooks.py --check          # exit 1 if a source and its notebook differ
+    .venv/bin/python notebooks/run_notebooks.py --check          # exit 1 if a source and its notebook differ,
+                                                                 # or its Colab link or install differs from pyproject
 
 Each notebook `NN_name.ipynb` is written from `NN_name.py`, in jupytext's
 "percent" format: `# %%` starts a code cell and `# %% [markdown]` a
@@ -26,6 +27,17 @@ sources into the notebooks without running them, for a change of prose,
 comments or formatting: every code cell whose syntax tree is unchanged
 keeps its saved outputs, any other code cell loses them, and the script
 names those cells.
+
+The Colab set-up has one source of truth, `pyproject.toml`: the repository
+(`[project.urls] Repository`), the git ref (`[tool.sbert_keras] colab-ref`)
+and the packages Colab lacks (`colab-packages`, pinned as in
+`requirements.txt`). Each notebook opens with an "Open in Colab" badge for
+`<repository>/blob/<colab-ref>/notebooks/NN_name.ipynb`, and its set-up cell
+runs `pip install "sbert_keras @ git+<repository>@<colab-ref>" <packages>`.
+The sources spell both out, so that they read and run as they are;
+`--check`, generating a notebook and `tests/test_notebooks.py` fail where a
+source's badge or install differs from what `colab_badge` and
+`colab_requirements` derive, and name the expected text.
 """
 
 import argparse
@@ -35,11 +47,14 @@ import pathlib
 import re
 import sys
 import time
+import tomllib
 
 import nbclient
 import nbformat
 
 HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent  # pyproject.toml and requirements.txt
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 MARKER = re.compile(r"# %%(?P<rest>.*)$")
 MARKERS = {"": "code", " [markdown]": "markdown"}
 METADATA = {
@@ -105,6 +120,96 @@ def differences(source, notebook):
             found.append(f"cell {number} ({want.cell_type}): {want.source[:60]!r}")
     if len(source.cells) != len(notebook.cells):
         found.append(f"{len(source.cells)} cells in the source, {len(notebook.cells)} in the notebook")
+    return found
+
+
+def colab_settings(root=None):
+    """The repository URL, the git ref and the pip requirements of the notebooks' Colab cell.
+
+    Args:
+        root: pathlib.Path or None. The folder of `pyproject.toml` and
+            `requirements.txt`; None: the repository root (`ROOT`).
+
+    Returns:
+        `(repository, ref, requirements)`: `[project.urls] Repository`,
+        `[tool.sbert_keras] colab-ref`, and `sbert_keras @ git+<repository>@<ref>`
+        followed by `colab-packages`, each bare name pinned as in
+        `requirements.txt`.
+
+    Raises:
+        ValueError: a bare name that `requirements.txt` does not pin with `==`.
+    """
+    root = pathlib.Path(root or ROOT)
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    repository = project["project"]["urls"]["Repository"].rstrip("/")
+    settings = project["tool"]["sbert_keras"]
+    pins = {}
+    for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        name, _, version = line.split("#")[0].strip().partition("==")
+        if version:
+            pins[name.strip().lower()] = f"{name.strip()}=={version.strip()}"
+    requirements = [f"sbert_keras @ git+{repository}@{settings['colab-ref']}"]
+    for package in settings["colab-packages"]:
+        if re.fullmatch(r"[A-Za-z0-9._-]+", package):
+            if package.lower() not in pins:
+                raise ValueError(f"colab-packages names {package!r}, which requirements.txt does not pin with '=='.")
+            package = pins[package.lower()]
+        requirements.append(package)
+    return repository, settings["colab-ref"], requirements
+
+
+def colab_badge(name, root=None):
+    """The "Open in Colab" markdown line of notebook `name` (e.g. "01_regression_sts").
+
+    It links to `https://colab.research.google.com/github/<owner>/<repo>/blob/<colab-ref>/notebooks/<name>.ipynb`.
+
+    Raises:
+        ValueError: a `Repository` URL that is not `https://github.com/<owner>/<repo>`.
+    """
+    repository, ref, _ = colab_settings(root)
+    match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+?)(\.git)?", repository)
+    if not match:
+        raise ValueError(f"[project.urls] Repository must be https://github.com/<owner>/<repo>, found {repository!r}.")
+    link = f"https://colab.research.google.com/github/{match[1]}/blob/{ref}/notebooks/{name}.ipynb"
+    return f"[![Open In Colab]({COLAB_BADGE})]({link})"
+
+
+def installed_on_colab(code):
+    """The requirements that the `pip install` list of `code` names, or None without one.
+
+    The list is the first list or tuple literal holding the string "install";
+    its string items after "install" that are not options are the requirements.
+    """
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.List | ast.Tuple):
+            items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            if "install" in items:
+                rest = items[items.index("install") + 1 :]
+                return [item for item in rest if isinstance(item, str) and not item.startswith("-")]
+    return None
+
+
+def colab_differences(notebook, name, root=None):
+    """How the badge and the Colab install of `notebook` differ from `pyproject.toml`.
+
+    Args:
+        notebook: the notebook (as `read_source` returns it, or a saved one).
+        name: str. Its file name without suffix, e.g. "03_nli_classification".
+        root: the folder of `pyproject.toml`, as in `colab_settings`.
+
+    Returns:
+        A list of readable lines, each naming the expected text; empty when they agree.
+    """
+    found = []
+    badge = colab_badge(name, root)
+    first = notebook.cells[0] if notebook.cells else None
+    if first is None or first.cell_type != "markdown" or badge not in first.source.splitlines():
+        found.append(f"first cell: no line {badge}")
+    setup = next((c for c in notebook.cells if c.cell_type == "code"), None)
+    want = colab_settings(root)[2]
+    have = installed_on_colab(setup.source) if setup is not None else None
+    if have != want:
+        found.append(f"set-up cell: pip installs {have}, expected {want}")
     return found
 
 
@@ -179,20 +284,35 @@ def source_paths(names=None):
 
 
 def execute(notebook, timeout=600):
-    """Runs every cell of `notebook` in a fresh kernel, in this folder; returns the seconds taken."""
+    """Runs every cell of `notebook` in a fresh kernel, in this folder; returns the seconds taken.
+
+    The kernel finds `sbert_keras` in this checkout first (`ROOT` leads its
+    `PYTHONPATH`): from the notebooks folder, `import sbert_keras` would
+    otherwise find whichever copy the virtualenv has installed in editable
+    mode, possibly another checkout.
+    """
     client = nbclient.NotebookClient(
         notebook, kernel_name="python3", timeout=timeout, resources={"metadata": {"path": str(HERE)}})
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     start = time.perf_counter()
-    client.execute()
+    client.execute(env={**os.environ, "PYTHONPATH": path})
     return time.perf_counter() - start
 
 
+def require_colab_in_step(paths):
+    """Exits 1, naming what differs, if a source's Colab badge or install is not pyproject's."""
+    found = [f"{path.name}: {line}" for path in paths for line in colab_differences(read_source(path), path.stem)]
+    if found:
+        sys.exit("\n".join(["the Colab set-up differs from pyproject.toml; edit the sources:", *found]))
+
+
 def check(paths):
-    """Prints whether each source and its notebook agree; exits 1 if any does not."""
+    """Prints whether each source and its notebook agree, and their Colab set-up with pyproject; exits 1 if not."""
     stale = False
     for path in paths:
         target = path.with_suffix(".ipynb")
-        found = differences(read_source(path), nbformat.read(target, as_version=4))
+        source = read_source(path)
+        found = differences(source, nbformat.read(target, as_version=4)) + colab_differences(source, path.stem)
         print(f"{target.name}: " + ("; ".join(found) if found else "in sync"))
         stale = stale or bool(found)
     sys.exit(1 if stale else 0)
@@ -200,6 +320,7 @@ def check(paths):
 
 def write_without_running(paths):
     """Writes each source into its notebook, keeping the outputs of unchanged code cells."""
+    require_colab_in_step(paths)
     for path in paths:
         notebook, target = read_source(path), path.with_suffix(".ipynb")
         lost = keep_outputs(notebook, nbformat.read(target, as_version=4))
@@ -209,6 +330,7 @@ def write_without_running(paths):
 
 def run(paths, smoke, timeout):
     """Generates and executes each notebook; saves the outputs unless `smoke`."""
+    require_colab_in_step(paths)
     if smoke:
         os.environ["SBERT_SMOKE"] = "1"
     else:

@@ -10,16 +10,22 @@ directory; any cell error fails the test. jupyter_client starts the
 `python3` kernel with the interpreter running these tests (it swaps the
 kernelspec's `python` for `sys.executable`); `test_kernel_is_this_interpreter`
 checks it. `sbert_keras.cli.notebook_setup` (the notebooks' sample data and loaders)
-is tested here too, as it exists for the notebooks.
+is tested here too, as it exists for the notebooks. The Colab tests check
+that each notebook's "Open in Colab" badge and `pip install` line are the
+ones `pyproject.toml` (repository, `colab-ref`, `colab-packages`) and
+`requirements.txt` (pins) give, so that neither can drift.
 """
 
+import ast
 import importlib.util
 import pathlib
 import re
+import shutil
 import sys
 
 import numpy as np
 import pytest
+import tomllib
 
 from sbert_keras.cli import notebook_setup as examples
 from sbert_keras.data import readers as data
@@ -27,7 +33,8 @@ from sbert_keras.data import readers as data
 nbclient = pytest.importorskip("nbclient")
 nbformat = pytest.importorskip("nbformat")
 
-NOTEBOOKS_DIR = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(p.name for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
 CELL_TIMEOUT = 600
 
@@ -120,6 +127,112 @@ def test_check_command_exits_non_zero_on_a_stale_notebook(tmp_path, monkeypatch,
         run_notebooks.main(["--check"])
     assert exit_info.value.code == 1
     assert "02_triplet.ipynb: cell 2 (markdown): '## Overview" in capsys.readouterr().out
+
+
+# === The Colab set-up: badge and install from pyproject.toml ===
+
+
+def pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def settings_root(tmp_path, replace=()):
+    """A folder with copies of pyproject.toml and requirements.txt, `replace`'s (old, new) texts applied."""
+    shutil.copy(ROOT / "requirements.txt", tmp_path / "requirements.txt")
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    for old, new in replace:
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / "pyproject.toml").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_colab_requirements_are_the_repository_at_the_ref_and_the_pinned_packages():
+    project = pyproject()
+    repository = project["project"]["urls"]["Repository"]
+    ref = project["tool"]["sbert_keras"]["colab-ref"]
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+        if "==" in line
+    )
+    assert run_notebooks.colab_settings() == (
+        repository,
+        ref,
+        [
+            f"sbert_keras @ git+{repository}@{ref}",
+            f"keras-hub=={pins['keras-hub']}",
+            f"tensorflow-text=={pins['tensorflow-text']}",
+            next(p for p in project["tool"]["sbert_keras"]["colab-packages"] if p.startswith("tensorflow-datasets==")),
+        ],
+    )
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_colab_badge_and_install_follow_pyproject(name):
+    stem = name.removesuffix(".ipynb")
+    for notebook in (source_of(name), nbformat.read(NOTEBOOKS_DIR / name, as_version=4)):
+        assert run_notebooks.colab_differences(notebook, stem) == []
+    project = pyproject()
+    owner_repo = project["project"]["urls"]["Repository"].removeprefix("https://github.com/")
+    ref = project["tool"]["sbert_keras"]["colab-ref"]
+    title = source_of(name).cells[0].source
+    links = re.findall(r"\]\((https://colab\.research\.google\.com/github/[^)]+)\)", title)
+    assert links == [f"https://colab.research.google.com/github/{owner_repo}/blob/{ref}/notebooks/{name}"]
+    assert title.index("Open In Colab") < title.index("**Library:**")  # at the top, under the title
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_only_colab_installs_and_nothing_by_a_bare_package_name(name):
+    setup = next(c for c in source_of(name).cells if c.cell_type == "code").source
+    colab_branch = next(
+        n for n in ast.walk(ast.parse(setup)) if isinstance(n, ast.If) and "IN_COLAB" in ast.unparse(n.test)
+    )
+    assert "pip" in ast.unparse(colab_branch) and setup.count('"install"') == 1
+    installed = run_notebooks.installed_on_colab(setup)
+    assert installed[0].startswith("sbert_keras @ git+https://github.com/")
+    assert all("==" in package for package in installed[1:])
+    text = (NOTEBOOKS_DIR / name.replace(".ipynb", ".py")).read_text(encoding="utf-8").lower()
+    assert "placeholder" not in text and "pip install sbert_keras" not in text
+
+
+def test_installed_on_colab_reads_the_pip_list():
+    code = (
+        'if x:\n    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "a==1", "b @ git+u@v"], check=True)'
+    )
+    assert run_notebooks.installed_on_colab(code) == ["a==1", "b @ git+u@v"]
+    assert run_notebooks.installed_on_colab("print('install')") is None
+
+
+def test_a_new_colab_ref_makes_check_and_generation_fail_naming_the_expected_text(tmp_path, monkeypatch, capsys):
+    root = settings_root(tmp_path, [('colab-ref = "v0.1.0"', 'colab-ref = "v9.9.9"')])
+    monkeypatch.setattr(run_notebooks, "ROOT", root)
+    notebook_before = (NOTEBOOKS_DIR / "01_regression_sts.ipynb").read_bytes()
+    with pytest.raises(SystemExit) as exit_info:
+        run_notebooks.main(["--check", "--names", "01"])
+    assert exit_info.value.code == 1
+    out = capsys.readouterr().out
+    assert "blob/v9.9.9/notebooks/01_regression_sts.ipynb" in out
+    assert "sbert_keras @ git+https://github.com/sbert-keras/sbert-keras@v9.9.9" in out
+    for command in (["--no-execute", "--names", "01"], ["--smoke", "--names", "01"]):
+        with pytest.raises(SystemExit, match="the Colab set-up differs from pyproject.toml"):
+            run_notebooks.main(command)
+    assert (NOTEBOOKS_DIR / "01_regression_sts.ipynb").read_bytes() == notebook_before
+
+
+def test_colab_packages_need_a_pin(tmp_path):
+    root = settings_root(tmp_path, [('"keras-hub", ', '"keras-hub", "not-pinned-anywhere", ')])
+    with pytest.raises(ValueError, match="'not-pinned-anywhere', which requirements.txt does not pin"):
+        run_notebooks.colab_settings(root)
+
+
+def test_the_badge_needs_a_github_repository(tmp_path):
+    root = settings_root(
+        tmp_path,
+        [('Repository = "https://github.com/sbert-keras/sbert-keras"', 'Repository = "https://example.org/x"')],
+    )
+    with pytest.raises(ValueError, match="must be https://github.com/<owner>/<repo>"):
+        run_notebooks.colab_badge("01_regression_sts", root)
 
 
 # === The percent-format converter ===
@@ -312,6 +425,13 @@ def test_kernel_is_this_interpreter(monkeypatch):
     ]
     lines = stdout_of(execute(notebook).cells[0]).split()
     assert lines == [sys.executable, str(NOTEBOOKS_DIR), "1"]
+
+
+@pytest.mark.slow
+def test_kernel_imports_this_checkout():
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import sbert_keras; print(sbert_keras.__file__)")]
+    assert stdout_of(execute(notebook).cells[0]).strip() == str(ROOT / "sbert_keras" / "__init__.py")
 
 
 @pytest.mark.slow
