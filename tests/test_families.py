@@ -82,6 +82,18 @@ def test_the_distilbert_dense_head_and_the_mpnet_normalisation_are_read():
     assert mpnet.normalize and not mpnet.projections and mpnet.sequence_length == 128
 
 
+def test_distilbert_without_its_dense_head_matches_sentence_transformers(tmp_path):
+    folder = pathlib.Path(shutil.copytree(FIXTURES / "distilbert-dense" / "model", tmp_path / "distilbert"))
+    modules = [module for module in read_json(folder / "modules.json") if not module["type"].endswith("Dense")]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    shutil.rmtree(folder / "2_Dense")
+    encoder = SentenceEncoder.from_preset(folder)
+    assert not encoder.projections and encoder.embedding_dim == 32
+    texts = read_json(shared_path("reference", "all-minilm-l6-v2", "texts.json"))
+    expected = np.load(FIXTURES / "distilbert-dense" / "embeddings-no-dense.npy")
+    assert np.abs(encode_all(encoder, texts) - expected).max() <= 1e-5
+
+
 @pytest.mark.parametrize("variant", VARIANTS[:2])
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_token_ids_match_the_checkpoint_tokenizer(tmp_path, name, variant):
