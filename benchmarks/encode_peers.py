@@ -34,6 +34,15 @@ one with a contended variant (re-run once) exits 2, unless
 (what an AVX2-only CPU would run: `auto` is float32, int8 dequantized), with
 the torch peer only.
 
+`--shape base` runs the same plan on a BERT-base- and a RoBERTa-base-shaped
+sentence-transformers folder (12 layers, 768 wide, 3,072 feed-forward) built
+by `peer/make_base_shape.py` in the sentence-transformers venv with seeded
+random weights: MiniLM's WordPiece for BERT, the tiny RoBERTa reference's BPE
+for RoBERTa. Their embeddings mean nothing, so these runs measure speed only
+(each result line says so): no Spearman, and the int8 class holds the int8
+paths, whose accuracy gates are MiniLM's. Defaults there: the first 500 dev
+lines (1,000 texts), best of 2 passes.
+
 The peer venvs and their versions are described in benchmarks/README.md.
 Nothing here is hand-written that the peers or scipy provide: the peers run
 their own public APIs, Spearman is `scipy.stats.spearmanr`; the scoring is in
@@ -61,11 +70,24 @@ from sbert_keras.data import readers as data  # noqa: E402
 NAME = "encode_peers"
 BATCH_SIZE = 32
 PEER_GROUPS = ("st", "onnx", "openvino", "fastembed")
+SHAPES = ("minilm", "base")
+BASE_MODELS = ("bert-base", "roberta-base")
+SPEED_ONLY = "random weights built from a transformers config: speed only, the embeddings mean nothing"
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: 300 sentences, 1 pass, 50 single queries")
+    parser.add_argument(
+        "--shape",
+        choices=SHAPES,
+        default="minilm",
+        help="minilm: the real all-MiniLM-L6-v2; base: BERT-base- and RoBERTa-base-shaped random folders (speed only)",
+    )
+    parser.add_argument("--lines", type=int, default=None, help="STS-B dev lines (default: all; base: 500)")
+    parser.add_argument(
+        "--base-dir", default=None, help="where the base-shape folders are built or reused (default: in --work-dir)"
+    )
     parser.add_argument(
         "--peers",
         default=",".join(PEER_GROUPS),
@@ -89,7 +111,7 @@ def parse_args():
         "argument), float32, bfloat16, int8, auto, keras_int8 (quantize, "
         "then export)",
     )
-    parser.add_argument("--passes", type=int, default=None, help="timed passes (default 3, quick 1)")
+    parser.add_argument("--passes", type=int, default=None, help="timed passes (default 3, base 2, quick 1)")
     parser.add_argument(
         "--allow-contended", action="store_true", help="keep going on a busy machine; figures are flagged contended"
     )
@@ -126,8 +148,8 @@ def plan(args):
     if "onnx" in groups:
         steps += [("st_backends.py", v, onnx, ()) for v in ("onnx_fp32", "onnx_o3", "onnx_int8")]
     if "openvino" in groups:
-        steps += [("st_backends.py", v, ov, ()) for v in ("openvino_fp32", "openvino_bf16")]
-        steps.append(("st_backends.py", "openvino_int8_static", ov, ("calibration",)))
+        steps += [("st_backends.py", v, ov, ("queries",)) for v in ("openvino_fp32", "openvino_bf16")]
+        steps.append(("st_backends.py", "openvino_int8_static", ov, ("calibration", "queries")))
     if "fastembed" in groups:
         steps += [("fastembed_encode.py", v, onnx, ()) for v in ("fp32", "int8")]
     ours = {o.strip() for o in args.ours.split(",") if o.strip()}
@@ -148,20 +170,32 @@ def plan(args):
     return steps
 
 
-def write_inputs(work, quick):
+def write_inputs(work, quick, lines=None):
     """Texts, single queries, calibration text (JSON files in `work`) and the dev gold scores."""
     paths = common.shared_files(NAME, "data/stsbenchmark/sts-dev.csv", "data/stsbenchmark/sts-train.csv")
     model_dir = common.model_path(NAME)
     if paths is None or model_dir is None:
         return None
     dev, train = data.read_sts(paths[0]), data.read_sts(paths[1])
-    lines = 150 if quick else len(dev)
+    lines = 150 if quick else min(lines or len(dev), len(dev))
     texts = dev.sentence_a[:lines] + dev.sentence_b[:lines]
     calibration = list(dict.fromkeys(train.sentence_a))[:300]
     files = {"texts": texts, "queries": texts[: 50 if quick else 200], "calibration": calibration}
     for name, value in files.items():
         (work / f"{name}.json").write_text(json.dumps(value), encoding="utf-8")
     return texts, dev.labels[:lines], model_dir
+
+
+def base_models(args, work, minilm_dir):
+    """`[(name, folder)]` of the base-shape folders, built by the sentence-transformers venv when absent."""
+    if not args.st_python or not Path(args.st_python).is_file():
+        sys.exit("--shape base: --st-python is required (the folders are built with transformers)")
+    roberta = common.shared_dir() / "reference" / "tiny-roberta" / "model"
+    out = Path(args.base_dir or work / "base_shape")
+    flags = ["--out", out, "--bert-tokenizer", minilm_dir, "--roberta-tokenizer", roberta]
+    for line in common.run_peer("make_base_shape.py", flags, python=args.st_python, timeout=900):
+        common.emit(benchmark=NAME, kind="base_shape", **line)
+    return [(name, out / name) for name in BASE_MODELS]
 
 
 def run_step(args, work, model_dir, step):
@@ -215,7 +249,8 @@ def run_step(args, work, model_dir, step):
 
 def main():
     args = parse_args()
-    args.passes = args.passes or (1 if args.quick else 3)
+    args.passes = args.passes or (1 if args.quick else 2 if args.shape == "base" else 3)
+    args.lines = args.lines or (500 if args.shape == "base" else None)
     if args.emulate_avx2:
         if set(filter(None, args.peers.split(","))) - {"st"} or "flops" in args.ours:
             sys.exit("--emulate-avx2: only --peers st (or none), and --ours without flops")
@@ -232,15 +267,20 @@ def main():
         return 2
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="encode_peers_"))
     work.mkdir(parents=True, exist_ok=True)
+    results = []
     try:
-        found = write_inputs(work, args.quick)
+        found = write_inputs(work, args.quick, args.lines)
         if found is None:
             return 0
-        texts, gold, model_dir = found
+        texts, gold, minilm_dir = found
+        base = args.shape == "base"
+        models = base_models(args, work, minilm_dir) if base else [("all-MiniLM-L6-v2", minilm_dir)]
         common.emit(
             benchmark=NAME,
             kind="config",
             quick=args.quick,
+            shape=args.shape,
+            models=[name for name, _ in models],
             texts=len(texts),
             batch_size=BATCH_SIZE,
             passes=args.passes,
@@ -251,44 +291,58 @@ def main():
                 cpu_timing.cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8"}
             ),
         )
-        results = []
-        for step in plan(args):
-            start = time.perf_counter()
-            result = run_step(args, work, model_dir, step)
-            result["process_seconds"] = time.perf_counter() - start
-            results.append(result)
-            brief = {
-                k: result.get(k)
-                for k in ("texts_per_second", "contended", "skipped", "error")
-                if result.get(k) is not None
-            }
-            print(
-                f"[{NAME}] {result['engine']} {result['variant']} ({result['process_seconds']:.0f} s): {brief}",
-                file=sys.stderr,
-                flush=True,
-            )
-        scored = report.score(results, gold)
-        flops = report.add_gflops(results)
-        for result in results:
-            result.pop("embeddings", None)
-            if result["variant"] != "flops":
-                common.emit(benchmark=NAME, kind="result", **result)
-        common.emit(
-            benchmark=NAME,
-            kind="summary",
-            quick=args.quick,
-            texts=len(texts),
-            matmul_gflops=flops and flops["matmul_gflops"],
-            **(scored or {}),
-            **report.summary(results),
-        )
-        print(report.markdown_table(results), file=sys.stderr, flush=True)
+        for model_name, model_dir in models:
+            model_work = work / model_name if base else work  # each model's exports apart
+            if base:
+                model_work.mkdir(exist_ok=True)
+                for name in ("texts", "queries", "calibration"):
+                    shutil.copy(work / f"{name}.json", model_work)
+            results += run_model(args, model_work, model_name, model_dir, None if base else gold)
     finally:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     if any(r.get("contended") for r in results) and not args.allow_contended:
         return 2
     return 1 if any("error" in r for r in results) else 0
+
+
+def run_model(args, work, model_name, model_dir, gold):
+    """Runs every variant on one model folder; prints its result lines, summary and table; returns the results."""
+    results = []
+    speed_only = {"speed_only": SPEED_ONLY} if gold is None else {}
+    for step in plan(args):
+        start = time.perf_counter()
+        result = run_step(args, work, model_dir, step)
+        result["process_seconds"] = time.perf_counter() - start
+        results.append(result)
+        brief = {
+            k: result.get(k) for k in ("texts_per_second", "contended", "skipped", "error") if result.get(k) is not None
+        }
+        print(
+            f"[{NAME}] {model_name}: {result['engine']} {result['variant']} "
+            f"({result['process_seconds']:.0f} s): {brief}",
+            file=sys.stderr,
+            flush=True,
+        )
+    scored = report.score(results, gold)
+    flops = report.add_gflops(results)
+    for result in results:
+        result.pop("embeddings", None)
+        if result["variant"] != "flops":
+            common.emit(benchmark=NAME, kind="result", model=model_name, **speed_only, **result)
+    common.emit(
+        benchmark=NAME,
+        kind="summary",
+        model=model_name,
+        **speed_only,
+        quick=args.quick,
+        matmul_gflops=flops and flops["matmul_gflops"],
+        ffn_shape=flops and flops.get("ffn_shape"),
+        **(scored or {}),
+        **report.summary(results),
+    )
+    print(f"{model_name}\n{report.markdown_table(results)}", file=sys.stderr, flush=True)
+    return results
 
 
 if __name__ == "__main__":

@@ -156,8 +156,46 @@ def test_saved_models_and_predict_take_the_precision_their_engine_reported(tmp_p
 
 
 def test_int8_peak_is_the_fastest_int8_matmul_measured():
+    shape = "448x384x1536"
     peaks = {"int8_448x384x1536": 60.0, "xnnpack_int8_448x384x1536": 750.0, "bfloat16_448x384x1536": 250.0}
-    assert encode_peers.matmul_peak(peaks, "int8") == 750.0
-    assert encode_peers.matmul_peak(peaks, "bfloat16") == 250.0
-    assert encode_peers.matmul_peak({"int8_448x384x1536": 60.0}, "int8") == 60.0
-    assert encode_peers.matmul_peak(peaks, "float32") is None
+    assert encode_peers.matmul_peak(peaks, "int8", shape) == 750.0
+    assert encode_peers.matmul_peak(peaks, "bfloat16", shape) == 250.0
+    assert encode_peers.matmul_peak({"int8_448x384x1536": 60.0}, "int8", shape) == 60.0
+    assert encode_peers.matmul_peak(peaks, "float32", shape) is None
+    assert encode_peers.matmul_peak(peaks, "bfloat16", "448x768x3072") is None
+
+
+def test_peak_fraction_uses_the_feed_forward_shape_of_the_model(tmp_path):
+    embeddings = np.eye(4)
+    results = [
+        dict(_result(tmp_path, "sbert_keras", "encode_bfloat16", embeddings, 100.0), seconds=2.0),
+        {
+            "engine": "sbert_keras",
+            "variant": "flops",
+            "useful_gflop": 800.0,
+            "ffn_shape": "448x768x3072",
+            "matmul_gflops": {"bfloat16_448x768x3072": 800.0, "bfloat16_448x384x1536": 400.0},
+        },
+    ]
+    encode_peers.add_gflops(results)
+    assert results[0]["useful_gflops_per_second"] == pytest.approx(400.0)
+    assert results[0]["fraction_of_matmul_peak"] == pytest.approx(0.5)
+    assert results[0]["matmul_peak"] == {"shape": "448x768x3072", "gflops_per_second": 800.0}
+
+
+def test_speed_only_scoring_classes_int8_by_precision(tmp_path):
+    rng = np.random.default_rng(1)
+    reference = rng.normal(size=(6, 8))
+    noisy = reference + rng.normal(scale=0.3, size=reference.shape)
+    results = [
+        _result(tmp_path, "sentence-transformers", "torch", reference, 50.0),
+        _result(tmp_path, "sentence-transformers", "openvino_int8_static", noisy, 100.0),
+        _result(tmp_path, "sbert_keras", "encode_int8", noisy, 150.0),
+        _result(tmp_path, "sbert_keras", "encode_float32", reference, 80.0),
+    ]
+    scored = encode_peers.score(results, None)
+    assert scored["spearman_fp32"] is None
+    assert all("spearman" not in r for r in results)
+    assert results[2]["classes"] == ["int8"] and results[2]["meets_int8_gate"]
+    assert results[2]["ratio_to_best_peer"] == {"int8": pytest.approx(1.5)}
+    assert results[3]["ratio_to_best_peer"]["float"] == pytest.approx(80.0 / 50.0)

@@ -22,7 +22,8 @@ saved to --out), so both sides are timed by the same code. Variants:
                of bare matmuls (float32, bfloat16, int8 -> int32 BatchMatMulV3:
                the op Keras's int8 Dense runs; xnnpack_int8: dynamic-range int8
                through TFLite's XNNPACK, what `encode` int8 runs) at the shape of
-               the model's feed-forward (448x384 @ 384x1536) and at 2048^3;
+               the model's feed-forward (448 x hidden @ hidden x intermediate:
+               448x384x1536 for MiniLM, 448x768x3072 at base size) and at 2048^3;
   serve_P      in a fresh process, `tf.saved_model.load` of that folder and its
                `serving_default(text=...)`: one request of all texts, single
                queries, and request-order batches of 32. sbert_keras is not
@@ -175,7 +176,8 @@ def flops(args):
     useful = sum(model.sequence(int(n)) for n in ids.row_lengths().numpy())
     int8_matmul = tf.function(lambda a, b: tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=tf.int32))
     peaks = {}
-    for m, k, n in ((448, 384, 1536), (2048, 2048, 2048)):
+    ffn = (448, encoder.backbone.hidden_dim, encoder.backbone.intermediate_dim)
+    for m, k, n in (ffn, (2048, 2048, 2048)):
         shape = f"{m}x{k}x{n}"
         for dtype in ("float32", "bfloat16"):
             peaks[f"{dtype}_{shape}"] = encode_profile.matmul_gflops(m, k, n, dtype, repeats=10)
@@ -188,6 +190,7 @@ def flops(args):
         variant="flops",
         useful_gflop=useful / 1e9,
         matmul_gflops=peaks,
+        ffn_shape="x".join(map(str, ffn)),
         flop_model=encode_throughput.FlopModel.__doc__.split("\n")[0],
     )
     return 0

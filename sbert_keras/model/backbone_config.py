@@ -57,11 +57,20 @@ KEY_PREFIXES = ("bert.", "roberta.", "distilbert.", "mpnet.", "model.")
 PRESET_FILES = ("config.json", "task.json", "preprocessor.json", "tokenizer.json", "metadata.json")
 
 
+# LayerNorm tensors of older BERT checkpoints (and of BERT saved by some
+# `transformers` 5 releases); `transformers` reads them as weight and bias.
+LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
+
+
 def strip_prefix(key):
-    """A checkpoint tensor name without its model prefix (`bert.` ...)."""
+    """A checkpoint tensor name without its model prefix (`bert.` ...), LayerNorm `gamma`/`beta` as `weight`/`bias`."""
     for prefix in KEY_PREFIXES:
         if key.startswith(prefix):
-            return key[len(prefix) :]
+            key = key[len(prefix) :]
+            break
+    for old, new in LEGACY_SUFFIXES.items():
+        if key.endswith(old) and "LayerNorm" in key:
+            return key[: -len(old)] + new
     return key
 
 

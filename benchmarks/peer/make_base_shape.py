@@ -1,0 +1,93 @@
+"""Peer: BERT-base- and RoBERTa-base-shaped sentence-transformers folders with seeded random weights.
+
+Usage (with the sentence-transformers interpreter):
+    make_base_shape.py --out DIR --bert-tokenizer MINILM_DIR --roberta-tokenizer TINY_ROBERTA_DIR
+
+Writes `DIR/bert-base` (12 layers, 768 wide, 12 heads, 3,072 feed-forward,
+MiniLM's 30,522-token WordPiece) and `DIR/roberta-base` (the same sizes, 514
+positions, the 2,000-token byte-level BPE of the tiny RoBERTa reference), each
+Transformer -> mean Pooling -> Normalize, `max_seq_length` 256. The weights
+are `transformers`' own initialisation under `torch.manual_seed(0)`: the
+folders are for speed only (their embeddings mean nothing, and the small BPE
+cuts a sentence into more tokens than RoBERTa's 50k vocabulary would).
+A folder that already holds a `modules.json` is kept. Prints one JSON line
+per folder: its path, parameter count and the config it was built from.
+"""
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+import peer_common
+
+SHAPE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+TOKENIZER_FILES = (
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+MAX_SEQ_LENGTH = 256
+
+
+def build(out, family, tokenizer_dir):
+    """Writes the `family` ("bert" or "roberta") folder at `out`; returns its summary."""
+    torch = peer_common.setup_torch()
+    import transformers
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import models
+
+    source = transformers.AutoConfig.from_pretrained(tokenizer_dir)
+    if family == "bert":
+        config = transformers.BertConfig(vocab_size=source.vocab_size, **SHAPE)
+        model_class = transformers.BertModel
+    else:
+        config = transformers.RobertaConfig(
+            vocab_size=source.vocab_size,
+            max_position_embeddings=514,
+            type_vocab_size=1,
+            pad_token_id=source.pad_token_id,
+            bos_token_id=source.bos_token_id,
+            eos_token_id=source.eos_token_id,
+            layer_norm_eps=1e-5,
+            **SHAPE,
+        )
+        model_class = transformers.RobertaModel
+    torch.manual_seed(0)
+    model = model_class(config, add_pooling_layer=False).eval()
+    with tempfile.TemporaryDirectory() as staging:
+        model.save_pretrained(staging)
+        for name in TOKENIZER_FILES:
+            if (Path(tokenizer_dir) / name).is_file():
+                shutil.copy(Path(tokenizer_dir) / name, staging)
+        transformer = models.Transformer(staging, max_seq_length=MAX_SEQ_LENGTH)
+        pooling = models.Pooling(config.hidden_size, "mean")
+        SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu").save(str(out))
+    return {
+        "folder": str(out),
+        "family": family,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "config": {k: getattr(config, k) for k in ("vocab_size", *SHAPE)},
+        "tokenizer_from": str(tokenizer_dir),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder to write bert-base/ and roberta-base/ into")
+    parser.add_argument("--bert-tokenizer", required=True, help="a BERT folder whose WordPiece is used (MiniLM)")
+    parser.add_argument("--roberta-tokenizer", required=True, help="a RoBERTa folder whose BPE is used")
+    args = parser.parse_args()
+    for family, tokenizer in (("bert", args.bert_tokenizer), ("roberta", args.roberta_tokenizer)):
+        out = Path(args.out) / f"{family}-base"
+        if (out / "modules.json").is_file():
+            peer_common.emit(folder=str(out), family=family, kept=True)
+            continue
+        peer_common.emit(**build(out, family, tokenizer), versions=peer_common.versions())
+
+
+if __name__ == "__main__":
+    main()
