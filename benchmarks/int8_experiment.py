@@ -47,6 +47,7 @@ RECIPES = {
     "dynamic": _all("dynamic"),
     "static": _all("static"),
     "token": _all("token"),
+    "row": _all("row"),
     **{f"only_{k}": {**dict.fromkeys(KINDS, "bf16"), k: ("dynamic", None)} for k in KINDS},
     "dynamic_sq50": _all("dynamic", 0.5),
     "static_sq50": _all("static", 0.5),

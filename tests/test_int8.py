@@ -13,6 +13,7 @@ import tensorflow as tf
 from conftest import tiny_encoder
 from sbert_keras.compat import keras as keras_compat
 from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime.kernels import activation_quantization
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
@@ -60,7 +61,7 @@ def uses_int8_op(weights, x, policy=None):
     return any(op.type == int8.QUANTIZED_MATMUL_OP for op in graph.get_operations())
 
 
-@pytest.mark.parametrize("mode", ["dynamic", "token", "static"])
+@pytest.mark.parametrize("mode", ["dynamic", "token", "row", "static"])
 def test_int8_dense_matches_float_dense(mode):
     x, kernel, bias = data()
     weights = int8_quantize.quantize_dense(kernel, bias, mode, input_max=np.abs(x).max(axis=0))
@@ -271,13 +272,31 @@ def test_calibrate_records_each_matmul_input_and_restores_the_layers():
 def test_quantize_role_follows_the_recipe():
     x, kernel, bias = data()
     stats = {"intermediate": (np.abs(x).max(axis=0), float(x.min()))}
-    weights = int8_quantize.quantize_role(kernel, bias, "intermediate", stats)
+    # DEFAULT_RECIPE: every role per row, as XNNPACK quantizes; no statistics needed.
+    assert not int8_quantize.needs_calibration(int8_quantize.DEFAULT_RECIPE)
+    for role in int8_quantize.ROLES:
+        weights = int8_quantize.quantize_role(kernel, bias, role, None)
+        assert isinstance(weights, int8.RowInt8DenseWeights)
+    assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
+    recipe = int8_quantize.BATCH_SCALE_RECIPE
+    assert int8_quantize.needs_calibration(recipe)
+    weights = int8_quantize.quantize_role(kernel, bias, "intermediate", stats, recipe)
     assert isinstance(weights, int8.Int8DenseWeights)
     assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
-    kept = int8_quantize.quantize_role(kernel, bias, "output", stats)
+    kept = int8_quantize.quantize_role(kernel, bias, "output", stats, recipe)
     assert kept[0].dtype == tf.bfloat16
     with pytest.raises(ValueError, match="input_max"):
-        int8_quantize.quantize_role(kernel, bias, "intermediate", None)
+        int8_quantize.quantize_role(kernel, bias, "intermediate", None, recipe)
+
+
+def test_row_quantization_is_xnnpacks_asymmetric_uint8():
+    x = tf.constant([[-1.0, 0.0, 3.0], [0.5, 1.0, 2.0], [0.0, 0.0, 0.0]])
+    x_q, scale, zero = activation_quantization.quantize_rows(x)
+    x_q = tf.bitcast(x_q, tf.uint8).numpy().astype("float32")
+    np.testing.assert_allclose(scale.numpy()[:, 0], [4.0 / 255, 2.0 / 255, 1e-6 / 255], rtol=1e-6)
+    assert list(zero.numpy()[:, 0]) == [64.0, 0.0, 0.0]  # 0 maps to an integer; ranges widened to hold 0
+    assert x_q.min() >= 0 and x_q.max() <= 255
+    np.testing.assert_allclose(scale.numpy() * (x_q - zero.numpy()), x.numpy(), atol=2.0 / 255)
 
 
 def test_dequantized_kernel_is_what_keras_computes_with():
@@ -340,8 +359,8 @@ def test_encode_int8_runs_int8_matmuls_and_matches_float32():
     out = encoder.encode(TEXTS, precision="int8")
     assert encoder.engine.plan("int8") == ("fused", "int8")
     assert min_cosine(out, reference) > 0.99
-    # DEFAULT_RECIPE: qkv, attention output and intermediate in int8 per block.
-    assert int8_ops(encoder) == (6 if int8.int8_matmul_available() else 0)
+    # DEFAULT_RECIPE: qkv, attention output, intermediate and output in int8 per block.
+    assert int8_ops(encoder) == (8 if int8.int8_matmul_available() else 0)
 
 
 def test_int8_graph_follows_new_weights():
@@ -413,10 +432,11 @@ def test_int8_without_vnni_falls_back_to_float_matmuls(on_host):
     assert matmul_dtypes(graph) == {tf.float32}
 
 
-def test_int8_float_branch_runs_every_matmul_in_float32(on_host):
+def test_int8_float_branch_runs_every_matmul_in_float32(on_host, monkeypatch):
     # The float branch of an int8 SavedModel serves on hosts without VNNI,
     # which may lack bf16 too: the recipe's bf16 role runs in float32 there.
     encoder = tiny_encoder()
+    monkeypatch.setattr(int8_quantize, "DEFAULT_RECIPE", int8_quantize.BATCH_SCALE_RECIPE)  # it has a bf16 role
     weights = on_host(encoder, cpu_flags={"avx2", "avx512_bf16"}).fused_weights("int8")
     assert weights.values().blocks[0].output.kernel.dtype == tf.bfloat16
     spec = tf.TensorSpec([None, None], tf.int32)

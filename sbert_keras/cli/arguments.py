@@ -223,6 +223,12 @@ def add_encode_arguments(p):
         help="L2-normalise the vectors, or not (default: what the model's configuration says)",
     )
     add_precision_flags(p, "encoding", "encoding")
+    p.add_argument(
+        "--like-export",
+        action="store_true",
+        help="compute what a SavedModel exported with the same --precision serves (its TensorFlow graph); "
+        "for a corpus whose queries an int8 SavedModel will embed (default: the fastest route)",
+    )
     add_prompt_flags(p)
 
 

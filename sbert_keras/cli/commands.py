@@ -193,14 +193,17 @@ def cmd_encode(args):
         normalize=args.normalize,
         precision=args.precision,
         show_progress=True,
+        like_export=args.like_export,
         **prompt_options(args),
     )
     path = outputs.save_npy(args.output, embeddings)
+    route = encoder.engine.plan(args.precision) if args.like_export else encoder.engine.route(args.precision)
     return {
         "texts": len(texts),
         "dim": int(embeddings.shape[1]),
         "output": path,
         "truncated": encoder.last_num_truncated,
+        "route": "/".join(route),
     }
 
 

@@ -143,9 +143,9 @@ class InferenceEngine:
                     break
         return self._choices[key]
 
-    def runner_for(self, precision="auto", size="batch"):
-        """The `Runner` of `select(precision, size)`, built once."""
-        route, resolved = self.select(precision, size)
+    def runner_for(self, precision="auto", size="batch", like_export=False):
+        """The `Runner` of `select(precision, size, like_export)`, built once."""
+        route, resolved = self.select(precision, size, like_export)
         key = (route.name, resolved)
         if key not in self._runners:
             self._runners[key] = route.build(resolved)
@@ -165,24 +165,26 @@ class InferenceEngine:
         """Whether the fused graph may serve `precision` (self-check on first use)."""
         return self.routes[FusedRoute.name].eligible(precision, "batch") and self.passes(FusedRoute.name, precision)
 
-    def runner(self, precision="auto"):
+    def runner(self, precision="auto", like_export=False):
         """`run(token_ids, padding_mask)` -> pooled float32 vectors, for the batches of one call."""
-        return self.runner_for(precision, "batch").batch()
+        return self.runner_for(precision, "batch", like_export).batch()
 
-    def query(self, texts, precision="auto"):
+    def query(self, texts, precision="auto", like_export=False):
         """`(pooled, number truncated)` of a few texts in one call; weights found stale are refreshed once."""
-        runner = self.runner_for(precision, "one" if len(texts) == 1 else "few")
+        runner = self.runner_for(precision, "one" if len(texts) == 1 else "few", like_export)
         pooled, num_truncated, changed = runner.query(texts)
         if changed:  # written behind Keras' back since the last refresh
             runner.refresh()
             pooled, num_truncated, _ = runner.query(texts)
         return pooled, num_truncated
 
-    def encode(self, texts, batch_size, show_progress=None, precision="auto"):
+    def encode(self, texts, batch_size, show_progress=None, precision="auto", like_export=False):
         """`(pooled float32 (n, dim), number truncated)` of checked `texts`; a status line on a first call.
 
         A few texts without a progress bar go through `query` (one call);
         more go in length-sorted batches (`batching.run_batches`).
+        `like_export`: only the routes a SavedModel holds (`plan`), so the
+        vectors are the ones an exported model of `precision` serves.
         """
         out = np.zeros((len(texts), self.encoder.embedding_dim), "float32")
         show = bool(show_progress or (show_progress is None and len(texts) > 8 * batch_size))
@@ -191,10 +193,10 @@ class InferenceEngine:
             if not texts:
                 return out, 0
             if len(texts) <= batch_size and not show:
-                out, num_truncated = self.query(texts, precision)
+                out, num_truncated = self.query(texts, precision, like_export)
             else:
                 ids, num_truncated = self.encoder.preprocessor.tokenize(texts)
-                run = self.runner(precision)
+                run = self.runner(precision, like_export)
                 # An `xnnpack_int8.Runner` spreads each call over all cores itself (`max_concurrency` 1).
                 concurrency = 1 if self.host.gpu else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
                 pad = self.encoder.preprocessor.tokenizer.pad_token_id

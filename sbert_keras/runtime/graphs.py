@@ -53,11 +53,14 @@ def int8_setup(encoder, texts=None):
     An encoder quantized by Keras keeps its own int8 weights and per-row
     activation scales (`int8_quantize.KERAS_INT8_RECIPE`: the Keras graph's
     arithmetic on oneDNN's int8 kernel). A float encoder is quantized by
-    `int8_quantize.DEFAULT_RECIPE`, its smoothing calibrated on `texts`
-    (default: `int8_quantize.CALIBRATION_SENTENCES`) through the Keras graph.
+    `int8_quantize.DEFAULT_RECIPE`; a recipe that smooths or uses static
+    ranges is calibrated on `texts` (default:
+    `int8_quantize.CALIBRATION_SENTENCES`) through the Keras graph.
     """
     if fused.quantized_layers(encoder):
         return None, int8_quantize.KERAS_INT8_RECIPE
+    if not int8_quantize.needs_calibration(int8_quantize.DEFAULT_RECIPE):
+        return None, int8_quantize.DEFAULT_RECIPE
     blocks = []
     for block in encoder.backbone.transformer_layers:
         parts = fused.block_parts(block)

@@ -60,6 +60,8 @@ import keras
 import tensorflow as tf
 
 from sbert_keras.compat import tensorflow as tf_compat
+from sbert_keras.runtime.kernels.activation_quantization import quantize_activations
+from sbert_keras.runtime.kernels.activation_quantization import quantize_rows
 from sbert_keras.utils import hardware
 
 # CPU flags (from /proc/cpuinfo) of the instructions that make int8 matmuls
@@ -85,7 +87,17 @@ TokenInt8DenseWeights = collections.namedtuple(
 StaticUint8DenseWeights = collections.namedtuple(
     "StaticUint8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale", "input_shift", "input_range"]
 )
-INT8_WEIGHT_TYPES = (Int8DenseWeights, StaticInt8DenseWeights, TokenInt8DenseWeights, StaticUint8DenseWeights)
+# One asymmetric uint8 scale and zero point per row, computed at run time: how
+# XNNPACK's dynamic int8 kernels (QD8) quantize, so a SavedModel computes what
+# `encode`'s TFLite route computes.
+RowInt8DenseWeights = collections.namedtuple("RowInt8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale"])
+INT8_WEIGHT_TYPES = (
+    Int8DenseWeights,
+    StaticInt8DenseWeights,
+    TokenInt8DenseWeights,
+    StaticUint8DenseWeights,
+    RowInt8DenseWeights,
+)
 # `kernel_probe_error` of an exact int8 kernel is 0; a saturating one's about 0.5.
 KERNEL_PROBE_TOLERANCE = 1e-3
 
@@ -182,7 +194,8 @@ def make_weights(q, kernel_range, bias, mode="dynamic", input_scale=None, input_
         bias: float `(out,)`.
         mode: str. How activations are quantized: `"dynamic"` (one scale per
             batch, its maximum), `"token"` (one scale per row, as Keras's
-            int8 layers do), `"static"` (one calibrated scale) or
+            int8 layers do), `"row"` (one uint8 scale and zero point per
+            row, as XNNPACK does), `"static"` (one calibrated scale) or
             `"static_u8"` (calibrated, unsigned, for inputs bounded below).
         input_scale: float `(in,)` or None (ones). Multiplies the activations.
         input_range: float. The static range of the scaled activations.
@@ -198,11 +211,13 @@ def make_weights(q, kernel_range, bias, mode="dynamic", input_scale=None, input_
         return Int8DenseWeights(*parts)
     if mode == "token":
         return TokenInt8DenseWeights(*parts)
+    if mode == "row":
+        return RowInt8DenseWeights(*parts)
     if mode == "static":
         return StaticInt8DenseWeights(*parts, tf.cast(input_range, "float32"))
     if mode == "static_u8":
         return StaticUint8DenseWeights(*parts, tf.cast(input_shift, "float32"), tf.cast(input_range, "float32"))
-    raise ValueError(f"`mode` must be 'dynamic', 'token', 'static' or 'static_u8'. Received {mode!r}.")
+    raise ValueError(f"`mode` must be 'dynamic', 'token', 'row', 'static' or 'static_u8'. Received {mode!r}.")
 
 
 def dequantize(weights, dtype="float32"):
@@ -288,28 +303,6 @@ def _fused_activation(activation):
     return None
 
 
-def quantize_activations(x, x_range=None, axis=None):
-    """Symmetric int8 quantization of `x`; `(x_q, x_range)`.
-
-    Args:
-        x: float32 tensor `(rows, in)`.
-        x_range: float32 scalar tensor, or None: the maximum |x| (of the
-            whole batch, or of each row with `axis=1`).
-        axis: None or 1 (one scale per row, returned as `(rows, 1)`).
-    """
-    if x_range is None:
-        x_range = tf.maximum(tf.reduce_max(tf.abs(x), axis=axis, keepdims=axis is not None), 1e-6)
-    x_range = tf.cast(x_range, "float32")
-    if axis is not None:
-        x_q = tf.cast(tf.clip_by_value(tf.round(x * (127.0 / x_range)), -127.0, 127.0), tf.int8)
-        return tf.bitcast(x_q, tf.qint8), x_range
-    quantized = tf.quantization.quantize(
-        x, -x_range, x_range, tf.qint8, mode="SCALED", round_mode="HALF_TO_EVEN", narrow_range=True,
-        ensure_minimum_range=0.0,
-    )  # fmt: skip
-    return quantized.output, x_range
-
-
 def int8_dense(x, weights, activation=None, policy=None):
     """`activation(x @ kernel + bias)` with an int8 matmul; float32 `(rows, out)`.
 
@@ -366,6 +359,16 @@ def _int8_op_dense(x, weights, activation=None, constant_weights=False):
         fused_ops = ["BiasAdd", "Dequantize"]
         y = _quantized_matmul(x_q, kernel_q, zero_bias, unit, weights.kernel_range, fused_ops, constant_weights)
         y = y * (x_range / 127.0) + weights.bias
+        return y if activation is None else activation(y)
+    if isinstance(weights, RowInt8DenseWeights):  # x = scale (x_q - zero): x @ k = scale (x_q @ k - zero sum(k))
+        x_q, scale, zero = quantize_rows(x)
+        zero_bias = tf.zeros_like(weights.bias)
+        y = _quantized_matmul(
+            x_q, kernel_q, zero_bias, tf.constant(255.0), weights.kernel_range, ["BiasAdd", "Dequantize"],
+            constant_weights,
+        )  # fmt: skip
+        column_sums = tf.reduce_sum(tf.cast(weights.kernel, "float32"), axis=0) * (weights.kernel_range / 127.0)
+        y = scale * (y - zero * column_sums) + weights.bias
         return y if activation is None else activation(y)
     if isinstance(weights, StaticUint8DenseWeights):
         x_range = weights.input_range

@@ -5,10 +5,10 @@ matmuls TensorFlow ships on CPU are XNNPACK's, inside its TFLite runtime.
 Measured on all-MiniLM-L6-v2 (3,000 STS-B dev sentences, batch 32, 2-core
 AVX-512 + VNNI CPU, `benchmarks/encode_peers.py`):
 
-- oneDNN int8 inside TensorFlow (`sbert_keras.runtime.kernels.onednn_int8`) reaches about 1,000
-  texts/s: its activation scales are per tensor, so the feed-forward output
-  matmul stays in bf16 for accuracy, and quantizing activations, LayerNorm
-  and attention run as separate TensorFlow ops.
+- oneDNN int8 inside TensorFlow (`sbert_keras.runtime.kernels.onednn_int8`)
+  runs the same scheme (per-row activation scales, per-channel weights),
+  but quantizing activations, LayerNorm and attention run as separate
+  TensorFlow ops: about 1,200 texts/s.
 - The TFLite converter's dynamic-range quantization of the same graph
   (`fused.build_forward`, float32 weights) stores per-output-channel int8
   weights, and XNNPACK quantizes each matmul's activations per row at run
