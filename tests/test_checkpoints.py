@@ -24,6 +24,7 @@ from sbert_keras.checkpoints.presets import CorruptModelError
 from sbert_keras.checkpoints.presets import PresetUnavailableError
 from sbert_keras.checkpoints.presets import read_sentence_transformers_settings
 from sbert_keras.cli.commands import load_encoder
+from sbert_keras.model.backbone_config import strip_prefix
 from sbert_keras.runtime import fused_graph
 from sbert_keras.utils import atomic_io as outputs
 from test_st_modules import write_dense
@@ -543,3 +544,11 @@ def test_a_moved_preset_loader_name_fails_naming_it(tmp_path, monkeypatch):
     monkeypatch.delattr(preset_utils, "get_preset_loader")
     with pytest.raises(AttributeError, match=r"preset_utils\.get_preset_loader is missing .*compat/keras_hub\.py"):
         SentenceEncoder.from_preset(tmp_path / "preset")
+
+
+def test_legacy_layer_norm_names_read_as_weight_and_bias():
+    # Older BERT checkpoints (and BERT saved by some transformers 5 releases) name LayerNorm tensors gamma/beta.
+    assert strip_prefix("bert.embeddings.LayerNorm.gamma") == "embeddings.LayerNorm.weight"
+    assert strip_prefix("encoder.layer.0.output.LayerNorm.beta") == "encoder.layer.0.output.LayerNorm.bias"
+    assert strip_prefix("encoder.layer.0.attention.self.query.weight") == "encoder.layer.0.attention.self.query.weight"
+    assert strip_prefix("pooler.gamma") == "pooler.gamma"  # only LayerNorm tensors are renamed
