@@ -10,11 +10,15 @@ Transformer -> mean Pooling -> Normalize, `max_seq_length` 256. The weights
 are `transformers`' own initialisation under `torch.manual_seed(0)`: the
 folders are for speed only (their embeddings mean nothing, and the small BPE
 cuts a sentence into more tokens than RoBERTa's 50k vocabulary would).
-A folder that already holds a `modules.json` is kept. Prints one JSON line
+The module files are written in the classic layout
+(`sentence_transformers.models.*`, as all-MiniLM-L6-v2 ships), which
+sentence-transformers 5.x (the ONNX Runtime and fastembed venv) and 6.x both
+read. A folder that already holds a `modules.json` is kept. Prints one JSON line
 per folder: its path, parameter count and the config it was built from.
 """
 
 import argparse
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -31,6 +35,7 @@ TOKENIZER_FILES = (
     "special_tokens_map.json",
 )
 MAX_SEQ_LENGTH = 256
+CLASSIC_MODULES = ("Transformer", "Pooling", "Normalize")
 
 
 def build(out, family, tokenizer_dir):
@@ -66,6 +71,7 @@ def build(out, family, tokenizer_dir):
         transformer = models.Transformer(staging, max_seq_length=MAX_SEQ_LENGTH)
         pooling = models.Pooling(config.hidden_size, "mean")
         SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu").save(str(out))
+    write_classic_layout(out, config.hidden_size)
     return {
         "folder": str(out),
         "family": family,
@@ -73,6 +79,19 @@ def build(out, family, tokenizer_dir):
         "config": {k: getattr(config, k) for k in ("vocab_size", *SHAPE)},
         "tokenizer_from": str(tokenizer_dir),
     }
+
+
+def write_classic_layout(out, dim):
+    """Rewrites the module files of `out` in the layout every sentence-transformers release reads."""
+    modules = json.loads((out / "modules.json").read_text())
+    for module, name in zip(modules, CLASSIC_MODULES):
+        module["type"] = f"sentence_transformers.models.{name}"
+    (out / "modules.json").write_text(json.dumps(modules, indent=2))
+    settings = {"max_seq_length": MAX_SEQ_LENGTH, "do_lower_case": False}
+    (out / "sentence_bert_config.json").write_text(json.dumps(settings, indent=2))
+    pooling = {"word_embedding_dimension": dim, "pooling_mode_mean_tokens": True}
+    pooling.update(dict.fromkeys(("pooling_mode_cls_token", "pooling_mode_max_tokens"), False))
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
 
 
 def main():
