@@ -257,11 +257,12 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
             like_export: bool. Compute exactly what `export_saved_model` of
                 this `precision` serves (its TensorFlow graph). It matters
                 for int8: by default `encode` runs int8 through TFLite's
-                XNNPACK (per-row activation scales, fastest on CPU), while a
-                SavedModel runs oneDNN int8 (calibrated per-tensor scales),
-                and the two agree only to a min cosine of about 0.995. Encode
-                a corpus with `like_export=True` when its queries will be
-                served by an int8 SavedModel. Other precisions already match.
+                XNNPACK (fastest on CPU), while a SavedModel runs the same
+                per-row scheme in oneDNN's kernels, which round differently:
+                the two agree to a min cosine of about 0.995, and to 0.9999
+                with `like_export=True`. Encode a corpus that way when its
+                queries will be served by an int8 SavedModel. Other
+                precisions already match.
             **aliases: sentence-transformers' names, for code written for it:
                 `show_progress_bar` (`show_progress`), `normalize_embeddings`
                 (`normalize`), `convert_to_tensor=True` or
