@@ -93,6 +93,23 @@ def train_with_trainer(model, a, b, labels, seed, loss_name="cosine"):
     return seconds, steps, {"optimizer": str(args.optim), "weight_decay": args.weight_decay, "warmup_steps": warmup}
 
 
+def loop_step(model, loss_fn, optimizer, scheduler, a, b, labels):
+    """One step of the plain loop: tokenise both columns, loss, backward, clip at 1.0, AdamW, schedule.
+
+    Returns the tokenised features of the two columns.
+    """
+    import torch
+
+    features = [model.preprocess(column) for column in (a, b)]
+    loss = loss_fn(features, torch.tensor(labels, dtype=torch.float32))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return features
+
+
 def train_with_loop(model, a, b, labels, seed, weight_decay, loss_name="cosine"):
     import torch
     from transformers import get_linear_schedule_with_warmup
@@ -126,14 +143,8 @@ def train_with_loop(model, a, b, labels, seed, weight_decay, loss_name="cosine")
         order = torch.randperm(n, generator=generator).tolist()
         for first in range(0, n, BATCH_SIZE):
             index = order[first : first + BATCH_SIZE]
-            features = [model.preprocess([column[i] for i in index]) for column in (a, b)]
-            target = torch.tensor([labels[i] for i in index], dtype=torch.float32)
-            loss = loss_fn(features, target)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
+            pairs = ([column[i] for i in index] for column in (a, b))
+            loop_step(model, loss_fn, optimizer, scheduler, *pairs, [labels[i] for i in index])
             done += 1
             if first_end is None:
                 first_end = time.perf_counter()

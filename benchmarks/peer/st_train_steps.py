@@ -30,6 +30,7 @@ import peer_common
 from st_sts_finetune import BATCH_SIZE
 from st_sts_finetune import LEARNING_RATE
 from st_sts_finetune import WARMUP_FRACTION
+from st_sts_finetune import loop_step
 from st_sts_finetune import make_loss
 
 
@@ -64,14 +65,7 @@ def train_steps(model, a, b, labels, steps, batch_size, weight_decay, seed, moni
         if step == warmup:
             monitor.__enter__()
         start = time.perf_counter()
-        features = [model.preprocess(column[rows]) for column in (a, b)]
-        target = torch.tensor(labels[rows], dtype=torch.float32)
-        loss = loss_fn(features, target)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+        features = loop_step(model, loss_fn, optimizer, scheduler, a[rows], b[rows], labels[rows])
         end = time.perf_counter()
         bounds.append((start, end))
         widths.append([int(f["input_ids"].shape[1]) for f in features])
