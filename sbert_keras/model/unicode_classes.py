@@ -161,6 +161,22 @@ def char_map_arrays(strip_accents, lowercase):
     return ascii_table, np.array(keys, np.int32), starts, lengths, values
 
 
+@functools.cache
+def white_space_after_cleaning(strip_accents, lowercase):
+    """Whether white space other than the space can follow `clean_text` and `char_map`.
+
+    `clean_text` turns every white space character into a space (or deletes
+    it); `char_map` could bring one back only by mapping a character that
+    `clean_text` leaves to white space (`BertPreTokenizer`'s).
+    """
+    white = {code for first, last in tables()["whitespace"] for code in range(first, last + 1)}
+    cleaned = {
+        code for name in ("deleted", "spaces") for first, last in tables()[name] for code in range(first, last + 1)
+    }
+    mapping = char_map(strip_accents, lowercase)
+    return any(code in white for key, values in mapping.items() if key not in cleaned for code in values)
+
+
 def regex_class(pairs):
     """An RE2 character class matching one character of the ranges `pairs`."""
     return "[" + "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in pairs) + "]"

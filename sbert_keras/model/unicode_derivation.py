@@ -24,6 +24,7 @@ tables["chinese"][:2]  # [(0x3400, 0x4DBF), (0x4E00, 0x9FFF)]
 import os
 import sys
 
+import numpy as np
 import tokenizers
 from tokenizers import normalizers
 from tokenizers import pre_tokenizers
@@ -47,7 +48,7 @@ def code_points():
 
 
 def normalized_per_character(options):
-    """`{character: normalized text}` of a `BertNormalizer` with `options`, for every code point."""
+    """`{character: normalized text}` of a `BertNormalizer` with `options`, for every code point it changes."""
     normalizer = normalizers.BertNormalizer(
         **{"clean_text": False, "handle_chinese_chars": False, "strip_accents": False, "lowercase": False, **options}
     )
@@ -55,9 +56,10 @@ def normalized_per_character(options):
     pieces = normalizer.normalize_str(SEPARATOR + SEPARATOR.join(chars) + SEPARATOR).split(SEPARATOR)[1:-1]
     if len(pieces) != len(chars):
         raise RuntimeError(f"BertNormalizer({options}) changed the separator {SEPARATOR!r}; choose another.")
-    result = dict(zip(chars, pieces))
-    result[SEPARATOR] = normalizer.normalize_str(SEPARATOR)
-    return result
+    changed = {c: text for c, text in zip(chars, pieces) if c != text}
+    if normalizer.normalize_str(SEPARATOR) != SEPARATOR:
+        changed[SEPARATOR] = normalizer.normalize_str(SEPARATOR)
+    return changed
 
 
 def ranges(code_points_):
@@ -80,12 +82,13 @@ def pre_tokenizer_classes():
     """
     chars = code_points()
     words = pre_tokenizers.BertPreTokenizer().pre_tokenize_str("a" + "a".join(chars) + "a")
-    covered = {}
+    covered = np.zeros(2 * len(chars) + 1, np.bool_)
+    punctuation = []
     for _, (start, end) in words:
-        for position in range(start, end):
-            covered[position] = end - start
-    white = [ord(c) for i, c in enumerate(chars) if 2 * i + 1 not in covered]
-    punctuation = [ord(c) for i, c in enumerate(chars) if covered.get(2 * i + 1) == 1]
+        covered[start:end] = True
+        if end - start == 1 and start % 2:
+            punctuation.append(ord(chars[start // 2]))
+    white = [ord(chars[i]) for i in np.flatnonzero(~covered[1::2])]
     return white, punctuation
 
 
@@ -102,22 +105,20 @@ def derive_tables():
     strip = normalized_per_character({"strip_accents": True})
     lower = normalized_per_character({"lowercase": True})
     white, punctuation = pre_tokenizer_classes()
-    unexpected = [c for c, text in clean.items() if text not in ("", " ", c)]
-    unexpected += [c for c, text in chinese.items() if text not in (c, f" {c} ")]
+    unexpected = [c for c, text in clean.items() if text not in ("", " ")]
+    unexpected += [c for c, text in chinese.items() if text != f" {c} "]
     if unexpected:
         raise RuntimeError(f"unexpected BertNormalizer outputs for {[hex(ord(c)) for c in unexpected[:10]]}")
     hangul = range(HANGUL_FIRST, HANGUL_LAST + 1)
     return {
         "deleted": ranges(ord(c) for c, text in clean.items() if text == ""),
         "spaces": ranges(ord(c) for c, text in clean.items() if text == " " and c != " "),
-        "chinese": ranges(ord(c) for c, text in chinese.items() if text != c),
+        "chinese": ranges(ord(c) for c in chinese),
         "marks": ranges(ord(c) for c, text in strip.items() if text == ""),
         "whitespace": ranges(white),
         "punctuation": ranges(punctuation),
-        "decomposed": {
-            ord(c): tuple(map(ord, text)) for c, text in strip.items() if text not in ("", c) and ord(c) not in hangul
-        },
-        "lowercase": {ord(c): tuple(map(ord, text)) for c, text in lower.items() if text != c},
+        "decomposed": {ord(c): tuple(map(ord, text)) for c, text in strip.items() if text and ord(c) not in hangul},
+        "lowercase": {ord(c): tuple(map(ord, text)) for c, text in lower.items()},
         "hangul": {ord(c): tuple(map(ord, text)) for c, text in strip.items() if ord(c) in hangul},
     }
 

@@ -19,10 +19,12 @@ SavedModel (no `py_function`):
 3. `strip_accents` and `lowercase`: one per-character mapping
    (`unicode_classes.char_map`), applied to the code points with a sorted
    key table (`searchsorted`) and a ragged gather;
-4. `regex_split` at white space and punctuation, keeping the punctuation;
-5. words over `max_input_chars_per_word` code points become the unknown
-   token, then tf.text's `FastWordpieceTokenizer` (greedy longest match
-   first, as `tokenizers`) gives the ids.
+4. split at white space, each punctuation character a word of its own
+   (`regex_replace` and `tf.strings.split`);
+5. words over `max_input_chars_per_word` code points (or with a NUL, which
+   no vocabulary holds) become the unknown token, then tf.text's
+   `FastWordpieceTokenizer` (greedy longest match first, as `tokenizers`)
+   gives the ids.
 
 Every character class and mapping comes from tables read from
 `tokenizers` itself (`unicode_derivation`), which is why the steps are
@@ -42,6 +44,7 @@ import tensorflow_text as tf_text
 from sbert_keras.compat.keras_hub import preprocessing_function
 from sbert_keras.model.unicode_classes import char_map_arrays
 from sbert_keras.model.unicode_classes import patterns
+from sbert_keras.model.unicode_classes import white_space_after_cleaning
 
 # tf.text measures a word in bytes; a code point takes at most four.
 MAX_BYTES_PER_CHARACTER = 4
@@ -125,14 +128,27 @@ def normalize(texts, lowercase, strip_accents, clean_text=True, handle_chinese_c
     return map_characters(texts, strip_accents, lowercase)
 
 
-def split_words(texts):
-    """`BertPreTokenizer` in the graph: split at white space, each punctuation character a word of its own."""
+def split_words(texts, spaces_only=False):
+    """`BertPreTokenizer` in the graph: split at white space, each punctuation character a word of its own.
+
+    Spaces go around each punctuation character, then `tf.strings.split`
+    cuts at spaces (tf.text's `regex_split` would end a text at a NUL).
+
+    Args:
+        texts: string tensor of any shape.
+        spaces_only: bool. The only white space in `texts` is the space
+            (`clean_text` turned the rest into spaces), so the other white
+            space characters need not be looked for.
+
+    Returns:
+        a RaggedTensor of words, one more ragged dimension than `texts`.
+    """
     classes = patterns()
-    return tf_text.regex_split(
-        texts,
-        delim_regex_pattern=f"{classes['whitespace']}|{classes['punctuation']}",
-        keep_delim_regex_pattern=classes["punctuation"],
-    )
+    if not spaces_only:
+        texts = tf.strings.regex_replace(texts, classes["whitespace"], " ")
+    texts = tf.strings.regex_replace(texts, classes["punctuation"], r" \0 ")
+    words = tf.strings.split(texts, sep=" ")
+    return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
 
 
 class HuggingFaceWordPiece:
@@ -187,10 +203,14 @@ class HuggingFaceWordPiece:
         if unbatched:
             inputs = tf.expand_dims(inputs, 0)
         texts = normalize(inputs, self.lowercase, self.strip_accents, self.clean_text, self.handle_chinese_chars)
-        words = split_words(texts)
+        spaces_only = self.clean_text and not white_space_after_cleaning(bool(self.strip_accents), bool(self.lowercase))
+        words = split_words(texts, spaces_only)
         flat = words.flat_values
-        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_input_chars_per_word
-        words = words.with_flat_values(tf.where(too_long, self.oov_token, flat))
+        unknown = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_input_chars_per_word
+        if not self.clean_text:  # which deletes NUL; no vocabulary holds one (tf.text refuses it), so
+            # `tokenizers` gives such a word its unknown token, where tf.text would end the word at the NUL.
+            unknown |= tf.strings.regex_full_match(flat, "(?s).*\\x00.*")
+        words = words.with_flat_values(tf.where(unknown, self.oov_token, flat))
         tokens = self._word_pieces.tokenize(words).merge_dims(-2, -1)
         if self.sequence_length:
             shape = tokens.shape.as_list()
