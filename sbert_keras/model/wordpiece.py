@@ -158,6 +158,8 @@ class HuggingFaceWordPiece:
     `set_normalizer_options` before calling KerasHub's `__init__` (which
     sets the vocabulary). `lowercase` and `strip_accents` keep their KerasHub
     meaning as options, applied here the way `tokenizers` applies them.
+    KerasHub's other modes (`split=False` for pre-split words,
+    `special_tokens_in_strings=True`) run KerasHub's own tokenisation.
 
     Args:
         clean_text: bool. `BertNormalizer`'s `clean_text`.
