@@ -240,3 +240,42 @@ def test_a_duplicate_token_in_vocab_txt_names_the_file_line_and_token(tmp_path):
         "unique."
     )
     shutil.rmtree(folder)
+
+
+# `get_config` of both classes as earlier releases wrote it (no normaliser options beyond KerasHub's).
+EARLIER_CONFIG = {
+    "name": "tokenizer",
+    "trainable": True,
+    "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "int32"}, "registered_name": None},
+    "config_file": "tokenizer.json",
+    "vocabulary": None,
+    "sequence_length": None,
+    "lowercase": True,
+    "strip_accents": True,
+    "split": True,
+    "suffix_indicator": "##",
+    "oov_token": "[UNK]",
+    "special_tokens": None,
+    "special_tokens_in_strings": False,
+}
+
+
+@pytest.mark.parametrize("name", ["LowercasingBertTokenizer", "MPNetTokenizer"])
+def test_configs_of_earlier_releases_load_and_tokenize_as_tokenizers(name, built_vocabulary):
+    saved = {
+        "module": "sbert_keras.checkpoints.tokenizer_json",
+        "class_name": name,
+        "config": EARLIER_CONFIG,
+        "registered_name": f"sbert_keras>{name}",
+    }
+    tokenizer = keras.saving.deserialize_keras_object(saved)
+    tokenizer.set_vocabulary(built_vocabulary + ["<s>", "</s>", "<pad>", "<mask>"])
+    assert type(tokenizer).__name__ == name and tokenizer.lowercase_like_python
+    assert (tokenizer.clean_text, tokenizer.handle_chinese_chars, tokenizer.max_input_chars_per_word) == (
+        True,
+        True,
+        100,
+    )
+    texts = ["The weather is\xa0nice today.", "zero\u200bwidth Straße"]
+    expected = [e.ids[1:-1] for e in built_oracle(built_vocabulary, {}, 100).encode_batch(texts)]
+    assert tokenizer(texts) == expected
