@@ -22,6 +22,7 @@ import keras_hub
 
 from sbert_keras.checkpoints.sentencepiece_model import parse_model
 from sbert_keras.checkpoints.tokenizer_json import MPNetTokenizer
+from sbert_keras.utils import defaults
 
 WORDPIECE_DECODER = {"type": "WordPiece", "prefix": "##", "cleanup": True}
 METASPACE = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
@@ -93,8 +94,8 @@ def wordpiece_files(tokenizer):
     )
     normalizer = {
         "type": "BertNormalizer",
-        "clean_text": True,
-        "handle_chinese_chars": True,
+        "clean_text": bool(getattr(tokenizer, "clean_text", True)),
+        "handle_chinese_chars": bool(getattr(tokenizer, "handle_chinese_chars", tokenizer.split_on_cjk)),
         "strip_accents": bool(tokenizer.strip_accents),
         "lowercase": _lowercases(tokenizer),
     }
@@ -102,7 +103,7 @@ def wordpiece_files(tokenizer):
         "type": "WordPiece",
         "unk_token": unknown,
         "continuing_subword_prefix": tokenizer.suffix_indicator,
-        "max_input_chars_per_word": 100,
+        "max_input_chars_per_word": getattr(tokenizer, "max_input_chars_per_word", defaults.MAX_INPUT_CHARS_PER_WORD),
         "vocab": ids,
     }
     files = {

@@ -2,11 +2,14 @@
 
 KerasHub's `BertTokenizer` and `RobertaTokenizer` read `vocab.txt` and
 `vocab.json` + `merges.txt`, but sentence-transformers 6 / transformers 5
-save only `tokenizer.json`. KerasHub has no reader for that file, and the
-`tokenizers` library is an optional dependency, so the vocabulary and merges
-are read from it here (a few lines of JSON) and handed to KerasHub's
-tokenizers in memory. `LowercasingBertTokenizer` fixes KerasHub's case
-folding, which differs from Hugging Face's lowercasing. `MPNetTokenizer` is
+save only `tokenizer.json`. KerasHub has no reader for that file, so the
+vocabulary, merges and normaliser options are read from it here (a few
+lines of JSON) and handed to KerasHub's tokenizers in memory; the models
+run in the TensorFlow graph, without the `tokenizers` library.
+`tokenizer.json` is what sentence-transformers tokenises with, so it wins
+over a `vocab.txt` beside it that holds another vocabulary (with a
+warning). `LowercasingBertTokenizer` and `MPNetTokenizer` tokenise as
+Hugging Face's `tokenizers` does (`model.wordpiece`); `MPNetTokenizer` is
 the same WordPiece tokenizer with MPNet's special tokens (`<s>`, `</s>`,
 `<pad>`, `<mask>`; packed as `<s> text </s>`): KerasHub has no MPNet.
 SentencePiece (XLM-R) folders are read by `checkpoints.sentencepiece_model`.
@@ -19,74 +22,77 @@ tokenizer(["Hello world"])
 """
 
 import os
+import warnings
 
 import keras
 import keras_hub
-import tensorflow as tf
 
+from sbert_keras.model.wordpiece import HuggingFaceWordPiece
+from sbert_keras.utils import defaults
 from sbert_keras.utils.model_files import VOCABULARY_LIMIT
 from sbert_keras.utils.model_files import model_file
 from sbert_keras.utils.model_files import read_json as _read_json
 
 
-class PythonLowercasing:
-    """Lowercases like Hugging Face (`str.lower`) before a KerasHub WordPiece tokenizer.
-
-    KerasHub's `lowercase=True` applies Unicode *case folding*, which also
-    rewrites letters that lowercasing keeps (German "ß" -> "ss", Greek final
-    "ς" -> "σ"), so some words tokenise differently from the checkpoint's
-    own tokenizer. This mixin lowercases with `tf.strings.lower` (UTF-8)
-    and hands KerasHub an already-lowercased string (`lowercase=False`).
-    """
-
-    def tokenize(self, inputs):
-        if self.lowercase_like_python:
-            inputs = tf.strings.lower(tf.convert_to_tensor(inputs, tf.string), encoding="utf-8")
-        return super().tokenize(inputs)
-
-    def get_config(self):
-        config = super().get_config()
-        config["lowercase"] = self.lowercase_like_python
-        return config
-
-
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class LowercasingBertTokenizer(PythonLowercasing, keras_hub.models.BertTokenizer):
-    """`BertTokenizer` that lowercases like Hugging Face (`str.lower`), see `PythonLowercasing`.
+class LowercasingBertTokenizer(HuggingFaceWordPiece, keras_hub.models.BertTokenizer):
+    """`BertTokenizer` that tokenises as Hugging Face's `tokenizers` (`model.wordpiece.HuggingFaceWordPiece`).
 
     Args:
+        vocabulary: list of str or a `vocab.txt` path.
         lowercase: bool. Lowercase the input (the checkpoint's `do_lower_case`).
-        **kwargs: passed to `keras_hub.models.BertTokenizer`.
+        clean_text: bool. Delete control characters, white space to spaces.
+        handle_chinese_chars: bool. Put spaces around CJK characters.
+        max_input_chars_per_word: int. Longer words are the unknown token.
+        **kwargs: passed to `keras_hub.models.BertTokenizer` (`strip_accents`, ...).
     """
 
-    def __init__(self, vocabulary=None, lowercase=False, **kwargs):
-        kwargs.pop("lowercase", None)
-        super().__init__(vocabulary=vocabulary, lowercase=False, **kwargs)
-        self.lowercase_like_python = lowercase
+    def __init__(
+        self,
+        vocabulary=None,
+        lowercase=False,
+        clean_text=True,
+        handle_chinese_chars=True,
+        max_input_chars_per_word=defaults.MAX_INPUT_CHARS_PER_WORD,
+        **kwargs,
+    ):
+        self.set_normalizer_options(clean_text, handle_chinese_chars, max_input_chars_per_word)
+        super().__init__(vocabulary=vocabulary, lowercase=lowercase, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class MPNetTokenizer(PythonLowercasing, keras_hub.tokenizers.WordPieceTokenizer):
+class MPNetTokenizer(HuggingFaceWordPiece, keras_hub.tokenizers.WordPieceTokenizer):
     """MPNet's WordPiece tokenizer: `<s>`, `</s>`, `<pad>`, `<mask>`, and its own unknown token.
 
     Hugging Face's `MPNetTokenizer` is BERT's WordPiece (same normaliser and
     pre-tokenizer) with RoBERTa's special tokens; the unknown token is the
-    vocabulary's `[UNK]` in the released checkpoints. Lowercasing follows
-    `PythonLowercasing`.
+    vocabulary's `[UNK]` in the released checkpoints. It tokenises as
+    `tokenizers` does (`model.wordpiece.HuggingFaceWordPiece`).
 
     Args:
         vocabulary: list of str or a `vocab.txt` path.
         lowercase: bool. Lowercase the input.
         oov_token: str. The unknown token (`tokenizer.json`'s `unk_token`).
+        clean_text: bool. Delete control characters, white space to spaces.
+        handle_chinese_chars: bool. Put spaces around CJK characters.
+        max_input_chars_per_word: int. Longer words are the unknown token.
         **kwargs: passed to `keras_hub.tokenizers.WordPieceTokenizer`.
     """
 
-    def __init__(self, vocabulary=None, lowercase=False, oov_token="[UNK]", **kwargs):
+    def __init__(
+        self,
+        vocabulary=None,
+        lowercase=False,
+        oov_token="[UNK]",
+        clean_text=True,
+        handle_chinese_chars=True,
+        max_input_chars_per_word=defaults.MAX_INPUT_CHARS_PER_WORD,
+        **kwargs,
+    ):
         for token, name in MPNET_SPECIAL_TOKENS:
             self._add_special_token(token, name)
-        kwargs.pop("lowercase", None)
-        super().__init__(vocabulary=vocabulary, lowercase=False, oov_token=oov_token, **kwargs)
-        self.lowercase_like_python = lowercase
+        self.set_normalizer_options(clean_text, handle_chinese_chars, max_input_chars_per_word)
+        super().__init__(vocabulary=vocabulary, lowercase=lowercase, oov_token=oov_token, **kwargs)
 
 
 MPNET_SPECIAL_TOKENS = (
@@ -159,12 +165,84 @@ def _merges(model, path):
     return [m if isinstance(m, str) else " ".join(m) for m in merges]
 
 
+def read_vocab_txt(path):
+    """The tokens of a `vocab.txt`, one per line (trailing white space dropped, as KerasHub and `tokenizers` do).
+
+    Raises:
+        ValueError: a token appears twice; names the file, both lines and the token.
+    """
+    with open(path, encoding="utf-8") as file:
+        tokens = [line.rstrip() for line in file]
+    first_line = {}
+    for number, token in enumerate(tokens, 1):
+        if token in first_line:
+            raise ValueError(
+                f"{path}:{number}: duplicate token {token!r} (first on line {first_line[token]}); "
+                "each token of a vocabulary must be unique."
+            )
+        first_line[token] = number
+    return tokens
+
+
+def wordpiece_vocabulary(folder):
+    """`(tokens, tokenizer.json's WordPiece model or None)` of a BERT-like folder.
+
+    `tokenizer.json` is the source of truth (sentence-transformers tokenises
+    with it); a `vocab.txt` beside it that holds other tokens is named in a
+    warning and not used. Without `tokenizer.json`, `vocab.txt` is read.
+    """
+    json_path = os.path.join(folder, "tokenizer.json")
+    vocab_path = model_file(folder, "vocab.txt", limit=VOCABULARY_LIMIT)
+    model = _tokenizer_model(folder, "WordPiece")
+    if model is None:
+        if vocab_path is None:
+            raise FileNotFoundError(f"{folder} has neither `vocab.txt` nor `tokenizer.json`.")
+        return read_vocab_txt(vocab_path), None
+    tokens = _vocabulary_list(model["vocab"], json_path)
+    if vocab_path is not None:
+        with open(vocab_path, encoding="utf-8") as file:
+            text_tokens = [line.rstrip() for line in file]
+        if text_tokens != tokens:
+            where = next((i for i, pair in enumerate(zip(text_tokens, tokens)) if pair[0] != pair[1]), None)
+            detail = (
+                f"line {where + 1} is {text_tokens[where]!r}, id {where} is {tokens[where]!r}"
+                if where is not None
+                else f"{len(text_tokens)} tokens against {len(tokens)}"
+            )
+            warnings.warn(
+                f"{vocab_path} and {json_path} hold different vocabularies ({detail}); using {json_path}, "
+                "which is what sentence-transformers tokenises with.",
+                stacklevel=2,
+            )
+    return tokens, model
+
+
+def _normalizer_options(folder, normalizer, model, tok_config):
+    """`clean_text`, `handle_chinese_chars` and `max_input_chars_per_word` of the tokenizer files."""
+    path = os.path.join(folder, "tokenizer.json")
+    options = {}
+    for key, source in (("clean_text", normalizer), ("handle_chinese_chars", normalizer)):
+        options[key] = _field(source.get(key, True), path, f"normalizer.{key}", bool, "true or false")
+    chinese = tok_config.get("tokenize_chinese_chars")
+    if chinese is not None:
+        config_path = os.path.join(folder, "tokenizer_config.json")
+        options["handle_chinese_chars"] = _field(chinese, config_path, "tokenize_chinese_chars", bool, "a bool")
+    longest = (model or {}).get("max_input_chars_per_word", defaults.MAX_INPUT_CHARS_PER_WORD)
+    options["max_input_chars_per_word"] = _field(longest, path, "model.max_input_chars_per_word", int, "an int")
+    prefix = (model or {}).get("continuing_subword_prefix", "##")
+    options["suffix_indicator"] = _field(prefix, path, "model.continuing_subword_prefix", str, "a string")
+    return options
+
+
 def bert_tokenizer(folder, lowercase=None, tokenizer_class=None):
-    """The WordPiece tokenizer of a BERT-like folder (`vocab.txt` or `tokenizer.json`).
+    """The WordPiece tokenizer of a BERT-like folder (`tokenizer.json` or `vocab.txt`).
 
     Lowercasing and accent stripping follow `tokenizer_config.json`
     (`do_lower_case`, `strip_accents`), else `tokenizer.json`'s
     `BertNormalizer`; `strip_accents` left `null` follows lowercasing.
+    `clean_text`, `handle_chinese_chars` (or `tokenize_chinese_chars`),
+    `max_input_chars_per_word` and the subword prefix come from the same
+    files.
 
     Args:
         folder: str. A Hugging Face / sentence-transformers folder.
@@ -176,16 +254,13 @@ def bert_tokenizer(folder, lowercase=None, tokenizer_class=None):
 
     Returns:
         a `tokenizer_class` instance.
+
+    Raises:
+        ValueError: a malformed file (named with the field), or a token
+            twice in `vocab.txt` (named with its lines).
     """
     tokenizer_class = tokenizer_class or LowercasingBertTokenizer
-    vocab_path = model_file(folder, "vocab.txt", limit=VOCABULARY_LIMIT)
-    model = _tokenizer_model(folder, "WordPiece") if vocab_path is None else None
-    if vocab_path is not None:
-        vocabulary = vocab_path
-    else:
-        if model is None:
-            raise FileNotFoundError(f"{folder} has neither `vocab.txt` nor `tokenizer.json`.")
-        vocabulary = _vocabulary_list(model["vocab"], os.path.join(folder, "tokenizer.json"))
+    vocabulary, model = wordpiece_vocabulary(folder)
     tok_config = _read_json(folder, "tokenizer_config.json") or {}
     config_path = os.path.join(folder, "tokenizer_config.json")
     for key in ("do_lower_case", "strip_accents"):
@@ -197,9 +272,9 @@ def bert_tokenizer(folder, lowercase=None, tokenizer_class=None):
         strip_accents = normalizer.get("strip_accents")
     if strip_accents is None:
         strip_accents = tokenizer_lowercases
-    options = {}
+    options = _normalizer_options(folder, normalizer, model, tok_config)
     if tokenizer_class is MPNetTokenizer:
-        unknown = (model or _tokenizer_model(folder, "WordPiece") or {}).get("unk_token") or tok_config.get("unk_token")
+        unknown = (model or {}).get("unk_token") or tok_config.get("unk_token")
         unknown = unknown.get("content") if isinstance(unknown, dict) else unknown  # an AddedToken
         options["oov_token"] = _field(unknown or "[UNK]", config_path, "unk_token", str, "a string")
     return tokenizer_class(

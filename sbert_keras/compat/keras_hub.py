@@ -18,6 +18,12 @@ cannot load a `SentenceEncoder`: it looks up a task subclass by
 any text backbone. The names it reads are listed in `PRESET_ATTRIBUTES`;
 when one moves, `load_saved_task` raises an `AttributeError` naming it.
 
+`preprocessing_function` is KerasHub's private decorator of a tokenizer's
+`tokenize` (`keras_hub.src.utils.tensor_utils`): it runs the wrapped
+TensorFlow code on the CPU and converts its inputs and outputs as every
+KerasHub tokenizer does (Python lists for ragged outputs outside a graph),
+so `model.wordpiece`'s tokenizers answer like KerasHub's own.
+
 Example:
 ```python
 parts = block_parts(backbone.transformer_layers[0])
@@ -30,6 +36,7 @@ import collections
 import keras
 import keras_hub
 from keras_hub.src.utils import preset_utils
+from keras_hub.src.utils import tensor_utils
 
 CHECKED_KERAS_HUB_VERSION = "0.32.0"
 
@@ -144,3 +151,21 @@ def load_saved_task(cls, preset, load_weights=True, **kwargs):
     if not isinstance(loader, utils.KerasPresetLoader):
         return None
     return loader.load_task(cls, load_weights, True, **kwargs)
+
+
+def preprocessing_function(function):
+    """KerasHub's wrapper of a tokenizer method (`tensor_utils.preprocessing_function`).
+
+    Args:
+        function: a method `(self, inputs)` built from TensorFlow ops.
+
+    Raises:
+        AttributeError: keras-hub moved the decorator; the message names it.
+    """
+    if not hasattr(tensor_utils, "preprocessing_function"):
+        raise AttributeError(
+            "keras_hub.src.utils.tensor_utils.preprocessing_function is missing (installed keras-hub "
+            f"{keras_hub.__version__}; sbert_keras reads it as checked against keras-hub "
+            f"{CHECKED_KERAS_HUB_VERSION}). Update sbert_keras/compat/keras_hub.py."
+        )
+    return tensor_utils.preprocessing_function(function)

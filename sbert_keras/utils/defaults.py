@@ -136,6 +136,12 @@ INPUT_FORMATS = ("auto", "text", "jsonl")
 # and cuts it into `batch_size` forward passes, so a large batch pads little.
 BEAM_BATCH_SIZE = 1024
 
+# === Tokenisation ===
+# Hugging Face's WordPiece (`tokenizer.json`'s `max_input_chars_per_word`):
+# a word of more characters (code points, after normalisation) is one unknown
+# token.
+MAX_INPUT_CHARS_PER_WORD = 100
+
 # === Training pipeline ===
 # Padded lengths of the length buckets of `pipelines.siamese_dataset`: few
 # distinct shapes, so the train step is traced once or twice.

@@ -51,6 +51,8 @@ class Family:
         layer_prefix: str. Tensor-name prefix before a block's index.
         vocabulary_files: tuple of str. The separate vocabulary files a
             folder of this family may hold instead of `tokenizer.json`.
+        tokenizer_json_first: bool. `tokenizer.json` is read before
+            `vocabulary_files` (WordPiece: `tokenizer_json.wordpiece_vocabulary`).
         tokenizer_class: str. transformers' tokenizer class, for
             `tokenizer_config.json`.
     """
@@ -65,6 +67,7 @@ class Family:
     position_offset = 0
     layer_prefix = "encoder.layer."
     vocabulary_files = ()
+    tokenizer_json_first = False
     tokenizer_class = None
 
     @property
@@ -103,6 +106,8 @@ class Family:
 
     def vocabulary_source(self, folder):
         """The file the tokenizer's vocabulary is read from (named in errors)."""
+        if self.tokenizer_json_first and os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            return os.path.join(folder, "tokenizer.json")
         for name in self.vocabulary_files:
             if os.path.isfile(os.path.join(folder, name)):
                 return os.path.join(folder, name)

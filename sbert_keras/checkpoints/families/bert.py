@@ -40,6 +40,7 @@ class BertFamily(Family):
     architecture = "BertModel"
     fields = HF_FIELDS
     vocabulary_files = ("vocab.txt",)
+    tokenizer_json_first = True
     tokenizer_class = "BertTokenizer"
     token_types = 2
 
@@ -74,6 +75,7 @@ class RobertaFamily(BertFamily):
     model_types = ("roberta",)
     architecture = "RobertaModel"
     vocabulary_files = ("vocab.json",)
+    tokenizer_json_first = False
     tokenizer_class = "RobertaTokenizer"
     position_offset = 2
     token_types = 1

@@ -49,6 +49,7 @@ class DistilBertFamily(Family):
     attention_dropout_field = "attention_dropout"
     layer_prefix = "transformer.layer."
     vocabulary_files = ("vocab.txt",)
+    tokenizer_json_first = True
     tokenizer_class = "DistilBertTokenizer"
 
     def weight_table(self, arguments):

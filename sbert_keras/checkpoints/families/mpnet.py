@@ -36,6 +36,7 @@ class MPNetFamily(Family):
     fields = HF_FIELDS
     position_offset = 2
     vocabulary_files = ("vocab.txt",)
+    tokenizer_json_first = True
     tokenizer_class = "MPNetTokenizer"
 
     def check_config(self, config, source):
