@@ -24,6 +24,8 @@ import keras
 import keras_hub
 import tensorflow as tf
 
+from sbert_keras.checkpoints.added_tokens import with_added_tokens
+from sbert_keras.model.bpe_tokenizer import ByteLevelBPETokenizer
 from sbert_keras.utils.model_files import VOCABULARY_LIMIT
 from sbert_keras.utils.model_files import model_file
 from sbert_keras.utils.model_files import read_json as _read_json
@@ -185,7 +187,7 @@ def bert_tokenizer(folder, lowercase=None, tokenizer_class=None):
     else:
         if model is None:
             raise FileNotFoundError(f"{folder} has neither `vocab.txt` nor `tokenizer.json`.")
-        vocabulary = _vocabulary_list(model["vocab"], os.path.join(folder, "tokenizer.json"))
+        vocabulary = _vocabulary_list(with_added_tokens(model["vocab"], folder), os.path.join(folder, "tokenizer.json"))
     tok_config = _read_json(folder, "tokenizer_config.json") or {}
     config_path = os.path.join(folder, "tokenizer_config.json")
     for key in ("do_lower_case", "strip_accents"):
@@ -210,25 +212,37 @@ def bert_tokenizer(folder, lowercase=None, tokenizer_class=None):
     )
 
 
+def _adds_prefix_space(folder):
+    """The `add_prefix_space` of `tokenizer.json`'s `ByteLevel` pre-tokenizer (False without one)."""
+    pre = (_read_json(folder, "tokenizer.json") or {}).get("pre_tokenizer") or {}
+    items = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) and pre.get("type") == "Sequence" else [pre]
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "ByteLevel":
+            return bool(item.get("add_prefix_space", False))
+    return False
+
+
 def roberta_tokenizer(folder):
-    """The byte-level BPE tokenizer of a RoBERTa folder.
+    """The byte-level BPE tokenizer of a RoBERTa folder, with Hugging Face's ids.
 
     Args:
         folder: str. A folder with `vocab.json` + `merges.txt`, or
             `tokenizer.json` (merges as "a b" strings or `[a, b]` pairs).
 
     Returns:
-        a `keras_hub.models.RobertaTokenizer`.
+        a `ByteLevelBPETokenizer` (a `keras_hub.models.RobertaTokenizer`).
     """
     vocab_path = model_file(folder, "vocab.json", limit=VOCABULARY_LIMIT)
     merges_path = model_file(folder, "merges.txt", limit=VOCABULARY_LIMIT)
+    prefix = _adds_prefix_space(folder)
     if vocab_path is not None and merges_path is not None:
         vocab = _read_json(folder, "vocab.json")
         _vocabulary_list(vocab, vocab_path, field="")
-        return keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=merges_path)
+        return ByteLevelBPETokenizer(vocabulary=vocab, merges=merges_path, add_prefix_space=prefix)
     model = _tokenizer_model(folder, "BPE")
     if model is None:
         raise FileNotFoundError(f"{folder} has neither `vocab.json` + `merges.txt` nor `tokenizer.json`.")
     path = os.path.join(folder, "tokenizer.json")
-    _vocabulary_list(model["vocab"], path)
-    return keras_hub.models.RobertaTokenizer(vocabulary=dict(model["vocab"]), merges=_merges(model, path))
+    vocab = with_added_tokens(model["vocab"], folder)
+    _vocabulary_list(vocab, path)
+    return ByteLevelBPETokenizer(vocabulary=vocab, merges=_merges(model, path), add_prefix_space=prefix)

@@ -3,7 +3,10 @@
 Keras layers and KerasHub models that `SentenceEncoder` (`sbert_keras/encoder.py`)
 assembles: `backbone` (`BertLayoutBackbone`), `mpnet_backbone` (`MPNetBackbone`,
 with its blocks and relative position bias in `mpnet_layers`), `preprocessor`,
-`pooling`, `prompts`, `similarity`, plus the checks of a backbone's configuration
+`pooling`, `prompts`, `similarity`, the tokenisers Hugging Face's ids need
+(`added_tokens`: added tokens split out of texts; `bpe_tokenizer`, with
+`bpe_pretokenizer` and `bpe_merges`: RoBERTa's byte-level BPE;
+`sentencepiece_tokenizer`: XLM-R's SentencePiece at every space), plus the checks of a backbone's configuration
 (`backbone_config`) and the precision vocabulary (`precision`). Nothing here runs
 inference or reads checkpoints.
 """
