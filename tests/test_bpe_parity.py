@@ -14,12 +14,12 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import shared_path
-from tokenizer_fuzz import fuzz_corpus
 
 import sbert_keras
+from conftest import shared_path
 from sbert_keras.model.bpe_pretokenizer import pretokenize
 from sbert_keras.model.bpe_tokenizer import byte_characters
+from tokenizer_fuzz import fuzz_corpus
 
 tokenizers = pytest.importorskip("tokenizers")
 
