@@ -9,6 +9,7 @@ sentence-transformers saves it, with the special tokens only in
 import json
 import os
 import shutil
+import time
 
 import pytest
 import tensorflow as tf
@@ -92,10 +93,30 @@ def test_mpnet_folder_with_special_tokens_only_in_added_tokens(tmp_path):
         if (folder / name).exists():
             (folder / name).unlink()
     encoder = sbert_keras.SentenceEncoder.from_preset(str(folder))  # refused before: no <s> in the vocabulary
-    ids = {t["content"]: t["id"] for t in data["added_tokens"]}
-    ours, _ = encoder.preprocessor.tokenize(["before <mask> after", "<s> a </s>"])
-    # The ids of `added_tokens` (those the post-processor packs with); `tokenizers` itself numbers tokens
-    # missing from the model's vocabulary after it instead, inside a text only.
-    assert ours.to_list()[1] == [ids["<s>"], ids["<s>"], ours.to_list()[1][2], ids["</s>"], ids["</s>"]]
-    assert ids["<mask>"] in ours.to_list()[0]
-    assert encoder.encode(["before <mask> after", "plain text"]).shape[0] == 2
+    texts = ["before <mask> after", "<s> a </s>", "plain text", "<pad><unk>[UNK]"]
+    ours, _ = encoder.preprocessor.tokenize(texts)
+    # `tokenizers` packs with the post-processor's ids (<s> 0, </s> 2) but numbers the tokens missing from the
+    # model's vocabulary after it inside a text; both are reproduced.
+    assert ours.to_list() == _oracle_ids(str(folder), texts, encoder.preprocessor.sequence_length)
+    assert ours.to_list()[1][:2] == [0, len(data["model"]["vocab"])]
+    assert encoder.encode(texts).shape[0] == len(texts)
+
+
+def test_added_tokens_and_cutting_survive_keras_files_and_the_saved_model(tmp_path):
+    folder = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "reference", "tiny-roberta", "model")
+    if not os.path.isdir(folder):
+        pytest.skip("../shared (reference models) is absent.")
+    encoder = sbert_keras.SentenceEncoder.from_preset(folder)
+    texts = ["before <mask> after </s>", "z" * 30_000 + " tail", "The weather is nice today."]
+    expected = _oracle_ids(folder, texts, encoder.preprocessor.sequence_length)
+    encoder.save(tmp_path / "encoder.keras")
+    loaded = sbert_keras.SentenceEncoder.from_preset(str(tmp_path / "encoder.keras"))
+    assert type(loaded.preprocessor.tokenizer).__name__ == "ByteLevelBPETokenizer"
+    assert loaded.preprocessor.tokenize(texts)[0].to_list() == expected
+    sbert_keras.export_saved_model(encoder, str(tmp_path / "served"), precision="float32")
+    served = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
+    served(text=tf.constant(texts[:1]))
+    start = time.perf_counter()
+    vectors = served(text=tf.constant(texts))["embeddings"].numpy()
+    assert time.perf_counter() - start < 5.0  # a 30,000-letter word is cut before its merges
+    assert abs(vectors - encoder.encode(texts, precision="float32")).max() <= 1e-5

@@ -21,6 +21,10 @@ replaces the look-ahead by an exact two-step split:
    whose last branch is a plain `\\s+` (inside a chunk no whitespace run is
    followed by another run's text).
 
+RE2's Unicode tables are older than Oniguruma's in `tokenizers`: the
+letters and digits added since (Unicode 16) are listed, found by comparing
+the two on every code point.
+
 Example:
 ```python
 pretokenize(tf.constant(["Hello  world!"]))  # [[b"Hello", b" ", b" world", b"!"]]
@@ -33,7 +37,23 @@ import tensorflow_text as tf_text
 # Unicode's White_Space property: Oniguruma's `\s` and Rust's `char::is_whitespace`.
 WHITESPACE = r"\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
 WHITESPACE_RUN = rf"[{WHITESPACE}]+"
-CHUNK_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+" + rf"| ?[^{WHITESPACE}\p{{L}}\p{{N}}]+|[{WHITESPACE}]+"
+# Letters and digits of Unicode 16 that Oniguruma (in `tokenizers` 0.23) knows and TensorFlow's RE2 does not.
+NEW_LETTERS = (
+    r"\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65}"
+    r"\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{11380}-\x{11389}\x{1138B}\x{1138E}\x{11390}-\x{113B5}"
+    r"\x{113B7}\x{113D1}\x{113D3}\x{11BC0}-\x{11BE0}\x{13460}-\x{143FA}\x{16100}-\x{1611D}"
+    r"\x{16D40}-\x{16D6C}\x{18CFF}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2EBF0}-\x{2EE5D}"
+)
+NEW_DIGITS = (
+    r"\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{16130}-\x{16139}\x{16D70}-\x{16D79}"
+    r"\x{1CCF0}-\x{1CCF9}\x{1E5F1}-\x{1E5FA}"
+)
+LETTERS = rf"\p{{L}}{NEW_LETTERS}"
+DIGITS = rf"\p{{N}}{NEW_DIGITS}"
+CHUNK_PATTERN = (
+    r"'s|'t|'re|'ve|'m|'ll|'d"
+    + rf"| ?[{LETTERS}]+| ?[{DIGITS}]+| ?[^{WHITESPACE}{LETTERS}{DIGITS}]+|[{WHITESPACE}]+"
+)
 
 
 def _chunks(texts):
