@@ -19,11 +19,13 @@ import tensorflow as tf
 import sbert_keras
 from conftest import shared_path
 from sbert_keras.model.bpe_pretokenizer import pretokenize
+from sbert_keras.model.bpe_tokenizer import ByteLevelBPETokenizer
 from sbert_keras.model.bpe_tokenizer import byte_characters
 from tokenizer_fuzz import fuzz_corpus
 
 tokenizers = pytest.importorskip("tokenizers")
 
+BYTE_OF_CHARACTER = {c: b for b, c in enumerate(byte_characters())}
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 LONG_TEXTS = [
     "x" * 20_000,
@@ -117,8 +119,7 @@ def test_pretokenizer_splits_as_bytelevel_at_every_space_and_class():
 
 def _byte_level(word):
     """A `ByteLevel` word (one character per byte) as the bytes it stands for."""
-    inverse = {c: b for b, c in enumerate(byte_characters())}
-    return bytes(inverse[c] for c in word)
+    return bytes(BYTE_OF_CHARACTER[c] for c in word)
 
 
 def test_unicode_16_letters_and_digits_split_as_tokenizers():
@@ -130,3 +131,20 @@ def test_unicode_16_letters_and_digits_split_as_tokenizers():
     split = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     ours = pretokenize(tf.constant(texts)).to_list()
     assert [t for t, o in zip(texts, ours) if o != [_byte_level(w) for w, _ in split.pre_tokenize_str(t)]] == []
+
+
+def test_bytes_missing_from_the_vocabulary_are_dropped_as_tokenizers_drops_them():
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4, "b": 5, "ab": 6, "Ġ": 7, "Ġa": 8, "<mask>": 9}
+    merges = ["a b", "Ġ a"]
+    ours = ByteLevelBPETokenizer(vocabulary=vocab, merges=merges)
+    oracle = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[tuple(m.split()) for m in merges]))
+    oracle.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    texts = ["aéb", " éa", "a?b ab a", "zzz", "xa b", "a\x00b"]
+    assert ours(tf.constant(texts)).to_list() == [oracle.encode(t).ids for t in texts]
+    assert ours(tf.constant(texts)).to_list()[0] == [6]  # "a" and "b" merge across the dropped "é"
+
+
+def test_a_merge_ranked_before_the_merges_of_its_parts_is_refused():
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4, "a": 5, "b": 6, "c": 7, "ab": 8, "abc": 9}
+    with pytest.raises(ValueError, match="'ab c' \\(rank 0\\) ranks before merge rank 1, which builds 'ab'"):
+        ByteLevelBPETokenizer(vocabulary=vocab, merges=["ab c", "a b"])

@@ -51,8 +51,7 @@ NEW_DIGITS = (
 LETTERS = rf"\p{{L}}{NEW_LETTERS}"
 DIGITS = rf"\p{{N}}{NEW_DIGITS}"
 CHUNK_PATTERN = (
-    r"'s|'t|'re|'ve|'m|'ll|'d"
-    + rf"| ?[{LETTERS}]+| ?[{DIGITS}]+| ?[^{WHITESPACE}{LETTERS}{DIGITS}]+|[{WHITESPACE}]+"
+    r"'s|'t|'re|'ve|'m|'ll|'d" + rf"| ?[{LETTERS}]+| ?[{DIGITS}]+| ?[^{WHITESPACE}{LETTERS}{DIGITS}]+|[{WHITESPACE}]+"
 )
 
 

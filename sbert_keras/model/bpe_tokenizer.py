@@ -64,15 +64,13 @@ class ByteLevelBPETokenizer(keras_hub.models.RobertaTokenizer):
         if self.vocabulary is None:
             return
         characters = byte_characters()
-        missing = [c for c in characters if c not in self.vocabulary]
-        if missing:
-            raise ValueError(
-                f"The byte-level BPE vocabulary lacks {len(missing)} of the 256 byte tokens (e.g. {missing[0]!r})."
-            )
+        # A byte missing from the vocabulary is dropped before merging, as Hugging Face's BPE without
+        # `unk_token` (RoBERTa's) drops it.
+        self.drops_bytes = any(c not in self.vocabulary for c in characters)
         self.byte_ids = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant([bytes([b]) for b in range(256)]),
-                tf.constant([self.vocabulary[c] for c in characters], tf.int64),
+                tf.constant([self.vocabulary.get(c, -1) for c in characters], tf.int64),
             ),
             default_value=-1,
         )
@@ -112,6 +110,8 @@ class ByteLevelBPETokenizer(keras_hub.models.RobertaTokenizer):
         word_bytes = tf.RaggedTensor.from_row_lengths(
             self.byte_ids.lookup(text_bytes), tf.cast(tf.strings.length(words.flat_values), tf.int64)
         )
+        if self.drops_bytes:
+            word_bytes = tf.ragged.boolean_mask(word_bytes, word_bytes >= 0)
         merged = merge_words(self.merge_lookup, len(self.vocabulary), word_bytes)
         ids = tf.RaggedTensor.from_row_splits(
             tf.cast(merged.flat_values, self.compute_dtype), tf.gather(merged.row_splits, words.row_splits)
