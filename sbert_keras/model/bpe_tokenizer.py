@@ -11,10 +11,13 @@ and SavedModels tokenise the same way.
 
 `cut_texts` makes the cost of a long text bounded by what is kept: a token
 covers at most `longest_token` bytes, so the first `k` tokens of a text lie
-in its first `k * longest_token` bytes; text past twice that (the second
-half a margin for merges that reach back across the cut) cannot change
-them. The preprocessor cuts before tokenising and reports the text as
-truncated, as it does for every text with more tokens than it keeps.
+in its first `k * longest_token` bytes. Text past twice that is cut: the
+second half is a margin for the one word the cut splits, whose first
+tokens could change only through a chain of merges, each ranked before the
+one on its left, reaching back over `k * longest_token` bytes (none occurs
+in the tests' long runs, checked against `tokenizers`). The preprocessor
+cuts before tokenising and reports the text as truncated, as it does for
+every text with more tokens than it keeps.
 
 Example:
 ```python
