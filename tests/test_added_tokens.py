@@ -120,3 +120,21 @@ def test_added_tokens_and_cutting_survive_keras_files_and_the_saved_model(tmp_pa
     vectors = served(text=tf.constant(texts))["embeddings"].numpy()
     assert time.perf_counter() - start < 5.0  # a 30,000-letter word is cut before its merges
     assert abs(vectors - encoder.encode(texts, precision="float32")).max() <= 1e-5
+
+
+def test_lstrip_and_rstrip_match_tokenizers(tmp_path):
+    source = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "reference", "tiny-roberta", "model")
+    if not os.path.isdir(source):
+        pytest.skip("../shared (reference models) is absent.")
+    folder = tmp_path / "roberta"
+    shutil.copytree(source, folder)
+    path = folder / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for token in data["added_tokens"]:
+        token["lstrip"] = token["content"] == "<mask>"  # as roberta-base
+        token["rstrip"] = token["content"] == "</s>"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    texts = ["a  <mask> b", "<mask>", "x<mask>  y", "a </s>  b", " \u3000<mask></s>\n<mask>", "a\t</s>\n"]
+    preprocessor = sbert_keras.SentenceEncoder.from_preset(str(folder)).preprocessor
+    ours, _ = preprocessor.tokenize(texts)
+    assert ours.to_list() == _oracle_ids(str(folder), texts, preprocessor.sequence_length)
