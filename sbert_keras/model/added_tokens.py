@@ -50,7 +50,10 @@ def split_added_tokens(texts, added_tokens):
     escaped = tf.strings.regex_replace(texts, r"\x00", "\x01")
     _, starts, ends = tf_text.regex_split_with_offsets(escaped, pattern, pattern)
     rows = starts.value_rowids()
-    pieces = tf.strings.substr(tf.gather(texts, rows), starts.flat_values, ends.flat_values - starts.flat_values)
+    # The pieces cover each text in order: they are cut from its own bytes (NUL included).
+    text_bytes = tf.strings.bytes_split(texts).flat_values
+    lengths = tf.cast(ends.flat_values - starts.flat_values, tf.int64)
+    pieces = tf.strings.reduce_join(tf.RaggedTensor.from_row_lengths(text_bytes, lengths), axis=1)
     is_token = tf.strings.regex_full_match(pieces, pattern)
     content = tf.strings.regex_replace(pieces, f"^[{WHITESPACE}]+|[{WHITESPACE}]+$", "")
     ids = tf.fill(tf.shape(pieces), tf.constant(-1, tf.int64))
