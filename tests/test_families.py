@@ -30,7 +30,11 @@ FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 FAMILIES = {
     "distilbert-dense": (keras_hub.models.DistilBertBackbone, "LowercasingBertTokenizer", "vocab.txt"),
     "mpnet": (MPNetBackbone, "MPNetTokenizer", "vocab.txt"),
-    "xlm-roberta": (keras_hub.models.XLMRobertaBackbone, "XLMRobertaTokenizer", "sentencepiece.bpe.model"),
+    "xlm-roberta": (
+        keras_hub.models.XLMRobertaBackbone,
+        "SpaceSplittingXLMRobertaTokenizer",
+        "sentencepiece.bpe.model",
+    ),
 }
 VARIANTS = ("as saved", "tokenizer.json only", "cls pooling")
 

@@ -48,6 +48,7 @@ import keras
 import keras_hub
 from safetensors.numpy import load_file
 
+from sbert_keras.checkpoints.added_tokens import read_added_tokens
 from sbert_keras.checkpoints.families.bert import BertFamily
 from sbert_keras.checkpoints.families.bert import RobertaFamily
 from sbert_keras.checkpoints.families.registry import family_for_config
@@ -249,6 +250,7 @@ def _load(cls, preset, load_weights=True, pooling=None, normalize=None, sequence
         tokenizer,
         sequence_length=settings["max_seq_length"] if sequence_length is None else sequence_length,
         include_segment_ids="segment_ids" in backbone.input,
+        added_tokens=read_added_tokens(preset) if is_transformers_folder(preset) else None,
     )
     return cls(
         backbone=backbone,

@@ -28,8 +28,7 @@ import base64
 import os
 import struct
 
-import keras_hub
-
+from sbert_keras.model.sentencepiece_tokenizer import SpaceSplittingXLMRobertaTokenizer
 from sbert_keras.utils.model_files import VOCABULARY_LIMIT
 from sbert_keras.utils.model_files import model_file
 from sbert_keras.utils.model_files import read_json
@@ -236,7 +235,7 @@ def xlm_roberta_tokenizer(folder):
     """XLM-R's tokenizer from `sentencepiece.bpe.model`, else from `tokenizer.json`.
 
     Returns:
-        a `keras_hub.models.XLMRobertaTokenizer`.
+        a `SpaceSplittingXLMRobertaTokenizer` (a `keras_hub.models.XLMRobertaTokenizer`).
     """
     path = model_file(folder, "sentencepiece.bpe.model", limit=VOCABULARY_LIMIT)
     if path is not None:
@@ -248,4 +247,4 @@ def xlm_roberta_tokenizer(folder):
     else:
         raise FileNotFoundError(f"{folder} has neither `sentencepiece.bpe.model` nor `tokenizer.json`.")
     check_xlm_roberta_model(proto, source)
-    return keras_hub.models.XLMRobertaTokenizer(proto=proto)
+    return SpaceSplittingXLMRobertaTokenizer(proto=proto)

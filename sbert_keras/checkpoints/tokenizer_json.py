@@ -27,6 +27,8 @@ import warnings
 import keras
 import keras_hub
 
+from sbert_keras.checkpoints.added_tokens import with_added_tokens
+from sbert_keras.model.bpe_tokenizer import ByteLevelBPETokenizer
 from sbert_keras.model.wordpiece import HuggingFaceWordPiece
 from sbert_keras.utils import defaults
 from sbert_keras.utils.model_files import VOCABULARY_LIMIT
@@ -198,7 +200,8 @@ def wordpiece_vocabulary(folder):
         if vocab_path is None:
             raise FileNotFoundError(f"{folder} has neither `vocab.txt` nor `tokenizer.json`.")
         return read_vocab_txt(vocab_path), None
-    tokens = _vocabulary_list(model["vocab"], json_path)
+    # The added tokens the model's vocabulary lacks (an ST-saved MPNet keeps `<s>` there) get their file ids.
+    tokens = _vocabulary_list(with_added_tokens(model["vocab"], folder), json_path)
     if vocab_path is not None:
         with open(vocab_path, encoding="utf-8") as file:
             text_tokens = [line.rstrip() for line in file]
@@ -285,25 +288,37 @@ def bert_tokenizer(folder, lowercase=None, tokenizer_class=None):
     )
 
 
+def _adds_prefix_space(folder):
+    """The `add_prefix_space` of `tokenizer.json`'s `ByteLevel` pre-tokenizer (False without one)."""
+    pre = (_read_json(folder, "tokenizer.json") or {}).get("pre_tokenizer") or {}
+    items = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) and pre.get("type") == "Sequence" else [pre]
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "ByteLevel":
+            return bool(item.get("add_prefix_space", False))
+    return False
+
+
 def roberta_tokenizer(folder):
-    """The byte-level BPE tokenizer of a RoBERTa folder.
+    """The byte-level BPE tokenizer of a RoBERTa folder, with Hugging Face's ids.
 
     Args:
         folder: str. A folder with `vocab.json` + `merges.txt`, or
             `tokenizer.json` (merges as "a b" strings or `[a, b]` pairs).
 
     Returns:
-        a `keras_hub.models.RobertaTokenizer`.
+        a `ByteLevelBPETokenizer` (a `keras_hub.models.RobertaTokenizer`).
     """
     vocab_path = model_file(folder, "vocab.json", limit=VOCABULARY_LIMIT)
     merges_path = model_file(folder, "merges.txt", limit=VOCABULARY_LIMIT)
+    prefix = _adds_prefix_space(folder)
     if vocab_path is not None and merges_path is not None:
         vocab = _read_json(folder, "vocab.json")
         _vocabulary_list(vocab, vocab_path, field="")
-        return keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=merges_path)
+        return ByteLevelBPETokenizer(vocabulary=vocab, merges=merges_path, add_prefix_space=prefix)
     model = _tokenizer_model(folder, "BPE")
     if model is None:
         raise FileNotFoundError(f"{folder} has neither `vocab.json` + `merges.txt` nor `tokenizer.json`.")
     path = os.path.join(folder, "tokenizer.json")
-    _vocabulary_list(model["vocab"], path)
-    return keras_hub.models.RobertaTokenizer(vocabulary=dict(model["vocab"]), merges=_merges(model, path))
+    vocab = with_added_tokens(model["vocab"], folder)
+    _vocabulary_list(vocab, path)
+    return ByteLevelBPETokenizer(vocabulary=vocab, merges=_merges(model, path), add_prefix_space=prefix)

@@ -13,6 +13,8 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras.model.added_tokens import tokenize_with_added_tokens
+
 
 def _text_items(texts, what):
     """`texts` as a list of items: a string (or a 0-d array or tensor) is one item; checks the rank."""
@@ -146,6 +148,9 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         sequence_length: int. The padded length, >= 3; longer texts are
             truncated (the end token is kept).
         include_segment_ids: bool. Also output `segment_ids` (zeros).
+        added_tokens: list of dicts (`content`, `id`, `lstrip`, `rstrip`),
+            or None. Strings that get their own id wherever a text holds
+            them (`tokenizer.json`'s `added_tokens`; see `model.added_tokens`).
 
     Example:
     ```python
@@ -159,10 +164,12 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         tokenizer,
         sequence_length=256,
         include_segment_ids=False,
+        added_tokens=None,
         **kwargs,
     ):
         super().__init__(tokenizer=tokenizer, sequence_length=sequence_length, **kwargs)
         self.include_segment_ids = include_segment_ids
+        self.added_tokens = [dict(t) for t in added_tokens or ()]
 
     @property
     def sequence_length(self):
@@ -190,6 +197,28 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         # The documented hook of `TextEmbedderPreprocessor`.
         return self.format_features(token_ids)
 
+    def token_ids(self, texts):
+        """Graph-safe: strings `(n,)` -> their token ids, ragged, added tokens split out.
+
+        A tokenizer with a `cut_texts` method (`ByteLevelBPETokenizer`) first
+        cuts each piece of text to what its kept tokens can depend on.
+        """
+        cut = getattr(self.tokenizer, "cut_texts", None)
+        budget = self.sequence_length - 2
+        cut_texts = (lambda texts: cut(texts, budget)[0]) if cut is not None else None
+        texts = tf.convert_to_tensor(texts, tf.string)
+        scalar = texts.shape.rank == 0
+        ids = tokenize_with_added_tokens(self.tokenizer, tf.reshape(texts, [-1]), self.added_tokens, cut_texts)
+        return ids[0] if scalar else ids
+
+    def call(self, x, y=None, sample_weight=None):
+        """Strings -> the model-input dict (the `TextEmbedderPreprocessor` call, through `token_ids`)."""
+        x = x if isinstance(x, tuple) else (x,)
+        x = tuple(self.token_ids(segment) for segment in x)
+        token_ids, segment_ids = self.packer(x)
+        x = self._format_output(token_ids, segment_ids)
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+
     def ragged_token_ids(self, texts):
         """Graph-safe: strings -> `[start] ids [end]` as a RaggedTensor.
 
@@ -199,11 +228,7 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
             `(ids, truncated)`: ragged ids `(n, None)` and a bool `(n,)`
             telling which texts were cut.
         """
-        ids = self.tokenizer(texts)
-        if isinstance(ids, (list, tuple)):  # eager KerasHub returns Python lists
-            ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1)
-        if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.RaggedTensor.from_tensor(ids)
+        ids = self.token_ids(texts)
         budget = self.sequence_length - 2
         truncated = ids.row_lengths() > budget
         ids = ids[:, :budget]
@@ -228,5 +253,5 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"include_segment_ids": self.include_segment_ids})
+        config.update({"include_segment_ids": self.include_segment_ids, "added_tokens": self.added_tokens})
         return config

@@ -102,7 +102,7 @@ class RobertaFamily(BertFamily):
 
     def owns(self, backbone, tokenizer):
         backbone_fits = type(backbone) in (self.backbone_class, BertLayoutBackbone)
-        return backbone_fits and type(tokenizer) is keras_hub.models.RobertaTokenizer
+        return backbone_fits and isinstance(tokenizer, keras_hub.models.RobertaTokenizer)
 
     def config_constants(self, tokenizer):
         return {"type_vocab_size": 1, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}
