@@ -85,8 +85,9 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, k
         default_prompt_name=None,
         **kwargs,
     ):
-        if preprocessor is not None:  # a length the position embeddings cannot take fails here
+        if preprocessor is not None:  # a length the position embeddings cannot take fails here, and when set later
             check_sequence_length(preprocessor.sequence_length, getattr(backbone, "max_sequence_length", None))
+            preprocessor.position_limit = getattr(backbone, "max_sequence_length", None)
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
@@ -167,15 +168,18 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, k
             **kwargs: overrides: `pooling` (`"mean"`, `"max"`, `"cls"`),
                 `normalize` (bool), `sequence_length` (int, maximum tokens
                 per text), `dtype` (`"float32"`, `"bfloat16"`, `"float16"`
-                or `"auto"`: the backbone runs under that Keras policy), or
-                any `SentenceEncoder` argument (e.g. `name`; `prompts` add to
-                a sentence-transformers folder's). For a `.keras` file only `sequence_length`.
+                or `"auto"`: the backbone runs under that Keras policy),
+                `prompts` (add to a sentence-transformers folder's),
+                `default_prompt_name` and `name`. For a `.keras` file only
+                `sequence_length`.
 
         Raises:
             FileNotFoundError: a local path that does not exist.
             CorruptModelError: a truncated, damaged or non-`.keras` file.
             PresetUnavailableError: a preset name that could not be
                 downloaded (e.g. no network).
+            TypeError: a keyword not listed above (sentence-transformers'
+                `pooling_mode` ... included), named with the accepted ones.
             ValueError: an unsupported model type, tokenizer or
                 `modules.json` module, named with its folder; `load_weights=False` for a `.keras` file; a bad
                 `dtype`.
