@@ -315,8 +315,9 @@ def cli_error(capsys, *args):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--lr", "-1"], "--lr must be a finite number > 0; received -1.0"),
-        (["--lr", "nan"], "--lr must be a finite number > 0"),
+        (["--lr", "-1"], "--lr must be a number in (0, 1]; received -1.0"),
+        (["--lr", "nan"], "--lr must be a number in (0, 1]"),
+        (["--lr", "2e5"], "--lr must be a number in (0, 1]; received 200000.0"),
         (["--epochs", "0"], "--epochs must be an integer >= 1; received 0"),
         (["--batch-size", "0"], "--batch-size must be an integer >= 1; received 0"),
         (["--limit", "0"], "--limit must be an integer >= 1; received 0"),
