@@ -17,6 +17,8 @@ from conftest import ROOT
 from conftest import minilm_path
 from conftest import shared_path
 from conftest import tiny_encoder
+from harness import cli_env
+from harness import interrupt_when_paused
 from harness import run_until_paused
 from sbert_keras import SentenceEncoder
 from sbert_keras.cli import parser as cli_parser
@@ -1094,3 +1096,50 @@ def test_the_run_readme_command_parses_back_to_the_same_arguments():
     words = shlex.split(command_line(args))
     assert words[:2] == ["sbert-keras", "train"] and "--output" in words and "runs/a b" in words
     assert vars(build_parser().parse_args(words[1:])) == vars(args)
+
+
+def test_ctrl_c_during_encode_or_train_is_one_line_and_leaves_no_output(tmp_path, files, encoder_file):
+    lines = corpus_file(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    code, err = interrupt_when_paused(
+        ["encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e"], "e.npy"
+    )
+    assert (code, err.strip().splitlines()[-1]) == (130, "sbert-keras encode: interrupted") and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == before  # no output, no temporary file
+    out = tmp_path / "run"
+    train = ["train", "--objective", "regression", "--model", encoder_file, "--train", files["sts"], "--output", out]
+    code, err = interrupt_when_paused([*train, "--batch-size", "2", "--save-every", "1", "--quiet"], "weights-0-2.")
+    assert (code, err.strip().splitlines()[-1]) == (130, "sbert-keras train: interrupted") and "Traceback" not in err
+    assert not out.exists()  # only the resumable `run.partial` backup remains
+
+
+FULL_DISK = """
+import errno, sys
+import numpy as np
+def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+np.save = full
+from sbert_keras.utils import disk_space
+disk_space.free_bytes = lambda path: 0
+from sbert_keras.cli.parser import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path, files, encoder_file):
+    lines = corpus_file(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    for argv, name in (
+        (["encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e.npy"], "e.npy"),
+        (["train", "--objective", "regression", "--model", encoder_file, "--train", files["sts"],
+          "--output", tmp_path / "run", "--batch-size", "4", "--quiet"], "run"),
+    ):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", FULL_DISK, *map(str, argv)],
+            env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert last.startswith(f"sbert-keras {argv[0]}: error: ") and ("No space left" in last or "free" in last), last
+        assert not (tmp_path / name).exists()
+    assert not set(os.listdir(tmp_path)) - set(before) - {"run.partial"}  # no output; the resumable run at most
