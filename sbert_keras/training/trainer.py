@@ -48,8 +48,8 @@ from sbert_keras.utils.atomic_io import TRAINING_LOG
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CLIP_NORM
 from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
-from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
 from sbert_keras.utils.defaults import MAX_LEARNING_RATE
+from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
 from sbert_keras.utils.defaults import PAPER_LEARNING_RATE
 from sbert_keras.utils.defaults import PAPER_WARMUP_FRACTION
 from sbert_keras.utils.defaults import WEIGHT_DECAY
