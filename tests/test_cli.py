@@ -25,6 +25,7 @@ from sbert_keras.cli import parser as cli_parser
 from sbert_keras.cli.parser import build_parser
 from sbert_keras.cli.parser import main
 from sbert_keras.cli.train import command_line
+from sbert_keras.data.embedding_shards import read_embeddings
 from sbert_keras.training.step_log import read_rows
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import defaults
@@ -640,6 +641,18 @@ def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file
     assert [r["query"] for r in results] == [CORPUS[2], CORPUS[4]]
     assert [r["hits"][0]["id"] for r in results] == ["3", "5"]  # 1-based line numbers
     assert results[0]["hits"][0]["score"] == pytest.approx(1.0, abs=1e-4)
+    # A bit flipped in a shard's floats after it was written: `index build` refuses it, naming the shard.
+    _, vectors = read_embeddings(folder)
+    shard = sorted(folder.glob("*.parquet"))[0]
+    data = bytearray(shard.read_bytes())
+    at = next(i for i in (data.find(v.tobytes()) for v in vectors.reshape(-1)) if i >= 0)
+    data[at] ^= 0x01
+    shard.write_bytes(bytes(data))
+    err = run_cli_error(
+        capsys, "index", "build", "--embeddings", folder, "--output", tmp_path / "idx2", "--kind", "flat"
+    )
+    assert err.startswith(f"sbert-keras index: error: embeddings shard {shard} does not match the SHA-256")
+    assert not (tmp_path / "idx2").exists()
 
 
 def test_index_without_faiss_is_a_one_line_error(capsys, monkeypatch, tmp_path, encoder_file):

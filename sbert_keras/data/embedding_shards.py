@@ -123,8 +123,8 @@ def shard_checksums(folder, names):
 _UNVERIFIED = set()  # folders already warned about, once per process
 
 
-def _check_checksums(folder, listed, recorded):
-    """Raises a `ValueError` naming the first shard whose SHA-256 differs from `complete.json`'s."""
+def _checksums(folder, recorded):
+    """`complete.json`'s `{shard: sha256}`, or None (with one warning per folder) for a folder written without them."""
     if recorded is None:
         if folder not in _UNVERIFIED:
             _UNVERIFIED.add(folder)
@@ -134,16 +134,19 @@ def _check_checksums(folder, listed, recorded):
                 UserWarning,
                 stacklevel=3,
             )
-        return
+        return None
     if not isinstance(recorded, dict):
         raise ValueError(f"embeddings folder {folder}: its {outputs.MARKER} records `sha256` that is not a mapping.")
-    for name in listed:
-        path = os.path.join(folder, name)
-        if recorded.get(name) != file_sha256(path):
-            raise ValueError(
-                f"embeddings shard {path} does not match the SHA-256 its {outputs.MARKER} records: "
-                "it was changed or damaged after it was written."
-            )
+    return recorded
+
+
+def _verify_shard(path, expected):
+    """Raises a `ValueError` naming the shard when its SHA-256 is not the one `complete.json` records."""
+    if expected != file_sha256(path):
+        raise ValueError(
+            f"embeddings shard {path} does not match the SHA-256 its {outputs.MARKER} records: "
+            "it was changed or damaged after it was written."
+        )
 
 
 def _embedding_dims(column):
@@ -198,10 +201,12 @@ def read_embeddings(folder):
         raise outputs.IncompleteOutputError(folder, f"no {outputs.MARKER}")
     dim, listed, rows, checksums = _read_marker(folder)
     _check_shards(folder, listed, rows)
-    _check_checksums(folder, listed, checksums)
+    checksums = _checksums(folder, checksums)
     ids, blocks = [], []
     for name in listed:
         shard_ids, block = _read_shard(os.path.join(folder, name), dim)
+        if checksums is not None:  # after the shard's own checks, which name what is wrong more precisely
+            _verify_shard(os.path.join(folder, name), checksums.get(name))
         ids.extend(shard_ids)
         blocks.append(block)
     return ids, np.concatenate(blocks) if blocks else np.zeros((0, dim), "float32")
