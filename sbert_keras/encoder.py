@@ -26,6 +26,13 @@ def restore_compile(model, config):
         model.optimizer.build(model.trainable_variables)
 
 
+def bound_to_positions(preprocessor, backbone):
+    """Checks the preprocessor's length against the backbone's position embeddings, now and whenever it is set."""
+    if preprocessor is not None:
+        check_sequence_length(preprocessor.sequence_length, getattr(backbone, "max_sequence_length", None))
+        preprocessor.position_limit = getattr(backbone, "max_sequence_length", None)
+
+
 def projection_layers(projections):
     """The `projections` argument as float32 `Dense` layers (configs deserialised); checked."""
     layers = [keras.layers.deserialize(layer) if isinstance(layer, dict) else layer for layer in projections or []]
@@ -85,8 +92,7 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, k
         default_prompt_name=None,
         **kwargs,
     ):
-        if preprocessor is not None:  # a length the position embeddings cannot take fails here
-            check_sequence_length(preprocessor.sequence_length, getattr(backbone, "max_sequence_length", None))
+        bound_to_positions(preprocessor, backbone)
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
@@ -167,15 +173,15 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, k
             **kwargs: overrides: `pooling` (`"mean"`, `"max"`, `"cls"`),
                 `normalize` (bool), `sequence_length` (int, maximum tokens
                 per text), `dtype` (`"float32"`, `"bfloat16"`, `"float16"`
-                or `"auto"`: the backbone runs under that Keras policy), or
-                any `SentenceEncoder` argument (e.g. `name`; `prompts` add to
-                a sentence-transformers folder's). For a `.keras` file only `sequence_length`.
+                or `"auto"`), `prompts` (add to a folder's), `default_prompt_name`,
+                `name`. For a `.keras` file only `sequence_length`.
 
         Raises:
             FileNotFoundError: a local path that does not exist.
             CorruptModelError: a truncated, damaged or non-`.keras` file.
             PresetUnavailableError: a preset name that could not be
                 downloaded (e.g. no network).
+            TypeError: another keyword (e.g. `pooling_mode`), named with the accepted ones.
             ValueError: an unsupported model type, tokenizer or
                 `modules.json` module, named with its folder; `load_weights=False` for a `.keras` file; a bad
                 `dtype`.

@@ -373,6 +373,19 @@ def run_until_paused(args, pause_at, timeout=600, **extra_env):
     return stages
 
 
+def interrupt_when_paused(args, pause_at, timeout=600, **extra_env):
+    """Runs the CLI in a subprocess and sends it SIGINT (Ctrl-C) inside the stage `pause_at`.
+
+    Returns:
+        `(exit status, the rest of its stderr)`.
+    """
+    proc, _ = start_until_paused(args, pause_at, timeout, **extra_env)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    proc.stderr.close()
+    return proc.wait(timeout=timeout), rest
+
+
 def run_cli_logging_stages(args, timeout=600, **extra_env):
     """Runs the CLI in a subprocess to the end, logging its save stages.
 

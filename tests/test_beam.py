@@ -254,3 +254,32 @@ def test_disk_full_during_embed_corpus_is_one_line_and_leaves_nothing(tmp_path, 
     if not fill:  # checked before the pipeline: the shards' size from the texts read
         needed = embedding_shards.estimated_bytes(len(TEXTS), 8, len(TEXTS))
         assert f"it needs about {disk_space.format_bytes(needed)} and 262.1 kB are free;" in last
+
+
+def test_a_shard_changed_after_it_was_written_is_refused_by_name(tmp_path, model_file):
+    source = write_lines(tmp_path / "corpus.txt", TEXTS)
+    embed(model_file, source, tmp_path / "out")
+    marker = json.loads((tmp_path / "out" / "complete.json").read_text())
+    assert sorted(marker["sha256"]) == sorted(marker["shards"])
+    _, vectors = beam.read_embeddings(tmp_path / "out")
+    shard = tmp_path / "out" / marker["shards"][0]
+    data = bytearray(shard.read_bytes())
+    found = [data.find(value.tobytes()) for value in vectors.reshape(-1)]
+    at = next(i for i in found if i >= 0)
+    data[at] ^= 0x01  # one flipped bit of one float: still a valid Parquet file and a finite vector
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"embeddings shard .*{re.escape(shard.name)} does not match the SHA-256"):
+        beam.read_embeddings(tmp_path / "out")
+
+
+def test_a_folder_without_checksums_is_read_with_one_warning(tmp_path, model_file):
+    source = write_lines(tmp_path / "corpus.txt", TEXTS[:3])
+    embed(model_file, source, tmp_path / "old")
+    marker_path = tmp_path / "old" / "complete.json"
+    marker = json.loads(marker_path.read_text())
+    del marker["sha256"]  # as written by an earlier release
+    marker_path.write_text(json.dumps(marker))
+    with pytest.warns(UserWarning, match=r"records no shard checksums .* read unverified") as caught:
+        ids, _ = beam.read_embeddings(tmp_path / "old")
+        beam.read_embeddings(tmp_path / "old")
+    assert len(ids) == 3 and len([w for w in caught if "checksums" in str(w.message)]) == 1

@@ -59,6 +59,13 @@ def test_settings_old_pooling_format(tmp_path):
     }
 
 
+@pytest.mark.parametrize("value", ["abc", 2, 12.5, True])
+def test_a_bad_max_seq_length_names_the_file(tmp_path, value):
+    write(tmp_path, "sentence_bert_config.json", {"max_seq_length": value})
+    with pytest.raises(ValueError, match=r"sentence_bert_config\.json: max_seq_length=.* must be a whole number >= 3"):
+        read_sentence_transformers_settings(str(tmp_path))
+
+
 def test_settings_new_pooling_format_and_tokenizer_max_length(tmp_path):
     write(
         tmp_path,
@@ -552,3 +559,18 @@ def test_legacy_layer_norm_names_read_as_weight_and_bias():
     assert strip_prefix("encoder.layer.0.output.LayerNorm.beta") == "encoder.layer.0.output.LayerNorm.bias"
     assert strip_prefix("encoder.layer.0.attention.self.query.weight") == "encoder.layer.0.attention.self.query.weight"
     assert strip_prefix("pooler.gamma") == "pooler.gamma"  # only LayerNorm tensors are renamed
+
+
+@pytest.mark.parametrize(
+    "keyword, message",
+    [
+        ("pooling_mode", r"'pooling_mode' \(sentence-transformers' name; here it is `pooling`\)"),
+        ("max_seq_length", r"'max_seq_length' \(sentence-transformers' name; here it is `sequence_length`\)"),
+        ("polling", r"unexpected keyword argument 'polling'; it accepts load_weights, pooling, normalize"),
+    ],
+)
+def test_from_preset_refuses_a_keyword_it_would_not_honour(tmp_path, keyword, message):
+    tiny_encoder().save(tmp_path / "encoder.keras")
+    for preset in (tmp_path / "encoder.keras", "no_such_preset_en"):  # refused before anything loads
+        with pytest.raises(TypeError, match=message):
+            SentenceEncoder.from_preset(preset, **{keyword: "cls"})

@@ -17,12 +17,15 @@ from conftest import ROOT
 from conftest import minilm_path
 from conftest import shared_path
 from conftest import tiny_encoder
+from harness import cli_env
+from harness import interrupt_when_paused
 from harness import run_until_paused
 from sbert_keras import SentenceEncoder
 from sbert_keras.cli import parser as cli_parser
 from sbert_keras.cli.parser import build_parser
 from sbert_keras.cli.parser import main
 from sbert_keras.cli.train import command_line
+from sbert_keras.data.embedding_shards import read_embeddings
 from sbert_keras.training.step_log import read_rows
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import defaults
@@ -315,8 +318,9 @@ def cli_error(capsys, *args):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--lr", "-1"], "--lr must be a finite number > 0; received -1.0"),
-        (["--lr", "nan"], "--lr must be a finite number > 0"),
+        (["--lr", "-1"], "--lr must be a number in (0, 1]; received -1.0"),
+        (["--lr", "nan"], "--lr must be a number in (0, 1]"),
+        (["--lr", "2e5"], "--lr must be a number in (0, 1]; received 200000.0"),
         (["--epochs", "0"], "--epochs must be an integer >= 1; received 0"),
         (["--batch-size", "0"], "--batch-size must be an integer >= 1; received 0"),
         (["--limit", "0"], "--limit must be an integer >= 1; received 0"),
@@ -637,6 +641,18 @@ def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file
     assert [r["query"] for r in results] == [CORPUS[2], CORPUS[4]]
     assert [r["hits"][0]["id"] for r in results] == ["3", "5"]  # 1-based line numbers
     assert results[0]["hits"][0]["score"] == pytest.approx(1.0, abs=1e-4)
+    # A bit flipped in a shard's floats after it was written: `index build` refuses it, naming the shard.
+    _, vectors = read_embeddings(folder)
+    shard = sorted(folder.glob("*.parquet"))[0]
+    data = bytearray(shard.read_bytes())
+    at = next(i for i in (data.find(v.tobytes()) for v in vectors.reshape(-1)) if i >= 0)
+    data[at] ^= 0x01
+    shard.write_bytes(bytes(data))
+    err = run_cli_error(
+        capsys, "index", "build", "--embeddings", folder, "--output", tmp_path / "idx2", "--kind", "flat"
+    )
+    assert err.startswith(f"sbert-keras index: error: embeddings shard {shard} does not match the SHA-256")
+    assert not (tmp_path / "idx2").exists()
 
 
 def test_index_without_faiss_is_a_one_line_error(capsys, monkeypatch, tmp_path, encoder_file):
@@ -1093,3 +1109,50 @@ def test_the_run_readme_command_parses_back_to_the_same_arguments():
     words = shlex.split(command_line(args))
     assert words[:2] == ["sbert-keras", "train"] and "--output" in words and "runs/a b" in words
     assert vars(build_parser().parse_args(words[1:])) == vars(args)
+
+
+def test_ctrl_c_during_encode_or_train_is_one_line_and_leaves_no_output(tmp_path, files, encoder_file):
+    lines = corpus_file(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    code, err = interrupt_when_paused(
+        ["encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e"], "e.npy"
+    )
+    assert (code, err.strip().splitlines()[-1]) == (130, "sbert-keras encode: interrupted") and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == before  # no output, no temporary file
+    out = tmp_path / "run"
+    train = ["train", "--objective", "regression", "--model", encoder_file, "--train", files["sts"], "--output", out]
+    code, err = interrupt_when_paused([*train, "--batch-size", "2", "--save-every", "1", "--quiet"], "weights-0-2.")
+    assert (code, err.strip().splitlines()[-1]) == (130, "sbert-keras train: interrupted") and "Traceback" not in err
+    assert not out.exists()  # only the resumable `run.partial` backup remains
+
+
+FULL_DISK = """
+import errno, sys
+import numpy as np
+def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+np.save = full
+from sbert_keras.utils import disk_space
+disk_space.free_bytes = lambda path: 0
+from sbert_keras.cli.parser import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path, files, encoder_file):
+    lines = corpus_file(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    for argv, name in (
+        (["encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e.npy"], "e.npy"),
+        (["train", "--objective", "regression", "--model", encoder_file, "--train", files["sts"],
+          "--output", tmp_path / "run", "--batch-size", "4", "--quiet"], "run"),
+    ):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", FULL_DISK, *map(str, argv)],
+            env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert last.startswith(f"sbert-keras {argv[0]}: error: ") and ("No space left" in last or "free" in last), last
+        assert not (tmp_path / name).exists()
+    assert not set(os.listdir(tmp_path)) - set(before) - {"run.partial"}  # no output; the resumable run at most

@@ -236,7 +236,13 @@ def test_sequence_length_above_the_backbone_maximum_is_rejected(encoder):
     with pytest.raises(ValueError, match="`sequence_length` 24 is above the backbone's `max_sequence_length` 12"):
         SentenceEncoder(encoder.backbone, long)
     short = SentenceEncoderPreprocessor(encoder.preprocessor.tokenizer, sequence_length=3)
-    assert SentenceEncoder(encoder.backbone, short).encode(["a"]).shape == (1, 8)
+    held = SentenceEncoder(encoder.backbone, short)
+    assert held.encode(["a"]).shape == (1, 8)
+    # Set later, on the encoder's preprocessor: refused when assigned, not by a traceback at `encode`.
+    with pytest.raises(ValueError, match="`sequence_length` 13 is above the backbone's `max_sequence_length` 12"):
+        held.preprocessor.sequence_length = 13
+    held.preprocessor.sequence_length = 12
+    assert held.sequence_length == 12 and held.encode(["a man"]).shape == (1, 8)
 
 
 def test_from_preset_sequence_length_is_validated_not_replaced():

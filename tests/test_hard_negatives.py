@@ -160,6 +160,32 @@ def test_csv_round_trips_through_the_triplet_reader(tmp_path):
         hn.write_triplets_csv(tmp_path / "pairs.csv", data.Triplets(["x"], ["y"]))
 
 
+AWKWARD_TEXTS = ["bare\rreturn", "crlf\r\nend", "line\nbreak", "tab\there", 'a "quote"', "comma, here", " padded ",
+                 "trailing\r", "\u2028 line separator", "é ü 漢字 🙂", '"', "\x0bvertical\x0ctab"]  # fmt: skip
+
+
+def test_every_text_round_trips_through_the_triplet_writer_and_reader(tmp_path):
+    n = len(AWKWARD_TEXTS)
+    triplets = data.Triplets(AWKWARD_TEXTS, AWKWARD_TEXTS[::-1], [AWKWARD_TEXTS[(i + 5) % n] for i in range(n)])
+    path = hn.write_triplets_csv(tmp_path / "t.csv", triplets)
+    assert data.read_triplets_csv(path).as_tuple() == triplets.as_tuple()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("nul\0byte", r"triplet 1 \(positive\) holds a NUL character"),
+        ("  \t", r"triplet 1 \(positive\) is empty or only whitespace"),
+        ("\ud800", r"triplet 1 \(positive\) is not valid Unicode text"),
+        (3, r"triplet 1 \(positive\) is int 3, not a str"),
+    ],
+)
+def test_a_text_the_reader_would_refuse_is_refused_before_writing(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        hn.write_triplets_csv(tmp_path / "t.csv", data.Triplets(["a", "b"], ["p", text], ["n", "m"]))
+    assert not (tmp_path / "t.csv").exists()
+
+
 def test_a_failed_write_keeps_the_previous_file(tmp_path):
     path = hn.write_triplets_csv(tmp_path / "t.csv", data.Triplets(["x"], ["y"], ["z"]))
 

@@ -15,6 +15,7 @@ from conftest import ROOT  # noqa: E402
 from harness import run_cli_on_small_disk  # noqa: E402
 from harness import small_disk_available  # noqa: E402
 from sbert_keras.cli import index_commands  # noqa: E402
+from sbert_keras.data import embedding_shards  # noqa: E402
 from sbert_keras.retrieval import index as index_lib  # noqa: E402
 from sbert_keras.retrieval import index_files  # noqa: E402
 from sbert_keras.retrieval.index import EmbeddingIndex  # noqa: E402
@@ -234,6 +235,7 @@ def write_shards(folder, ids, embeddings, shards=2):
         column = pa.FixedSizeListArray.from_arrays(pa.array(embeddings[part].ravel(), pa.float32()), dim)
         pq.write_table(pa.table({"id": [ids[i] for i in part], "embedding": column}), folder / name)
     marker = {"complete": True, "dim": DIM, "texts": len(ids), "shards": names}
+    marker["sha256"] = embedding_shards.shard_checksums(str(folder), names)
     outputs.write_json(str(folder / outputs.MARKER), marker)
 
 

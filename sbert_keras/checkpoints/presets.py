@@ -206,8 +206,41 @@ def load_preset(cls, preset, load_weights=True, **kwargs):
     return encoder
 
 
+# The keywords `from_preset` takes besides `preset` and `load_weights`, and
+# sentence-transformers' spelling of some of them (named in the error).
+PRESET_KEYWORDS = ("pooling", "normalize", "sequence_length", "dtype", "prompts", "default_prompt_name", "name")
+OTHER_SPELLINGS = {
+    "pooling_mode": "pooling",
+    "max_seq_length": "sequence_length",
+    "normalize_embeddings": "normalize",
+    "torch_dtype": "dtype",
+}
+
+
+def check_preset_keywords(kwargs):
+    """Refuses a `from_preset` keyword it would not honour.
+
+    Args:
+        kwargs: dict. The keywords given besides `preset` and `load_weights`.
+
+    Raises:
+        TypeError: an unknown keyword, named with the accepted ones (and
+            ours, for a sentence-transformers spelling).
+    """
+    for key in kwargs:
+        if key not in PRESET_KEYWORDS:
+            hint = (
+                f" (sentence-transformers' name; here it is `{OTHER_SPELLINGS[key]}`)" if key in OTHER_SPELLINGS else ""
+            )
+            raise TypeError(
+                f"from_preset() got an unexpected keyword argument {key!r}{hint}; "
+                f"it accepts load_weights, {', '.join(PRESET_KEYWORDS)}."
+            )
+
+
 def _load(cls, preset, load_weights=True, pooling=None, normalize=None, sequence_length=None, dtype=None, **kwargs):
     """Picks the loader for `preset` (see `load_preset`)."""
+    check_preset_keywords(kwargs)
     preset = os.fspath(preset)
     if not isinstance(load_weights, bool):
         raise TypeError(f"`load_weights` must be True or False. Received {load_weights!r}.")

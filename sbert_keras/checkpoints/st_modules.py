@@ -26,6 +26,7 @@ import keras
 import numpy as np
 from safetensors.numpy import load_file
 
+from sbert_keras.model.preprocessor import MIN_SEQUENCE_LENGTH
 from sbert_keras.model.prompts import check_prompts
 from sbert_keras.utils.model_files import model_file
 from sbert_keras.utils.model_files import model_path
@@ -143,6 +144,8 @@ def read_sentence_transformers_settings(folder):
     Raises:
         FileNotFoundError: `modules.json` declares a Pooling module whose
             folder has no `config.json`.
+        ValueError: a `max_seq_length` that is not a whole number >= 3,
+            naming `sentence_bert_config.json`.
     """
     settings = {"pooling": None, "normalize": None, "max_seq_length": None}
     modules = read_modules(folder)
@@ -153,6 +156,13 @@ def read_sentence_transformers_settings(folder):
     settings["pooling"] = _pooling_mode(folder, pooling_dir, declared=bool(modules))
     st_config = read_json(folder, "sentence_bert_config.json") or {}
     max_len = st_config.get("max_seq_length")
+    if max_len is not None and (
+        isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < MIN_SEQUENCE_LENGTH
+    ):
+        raise ValueError(
+            f"{os.path.join(folder, 'sentence_bert_config.json')}: max_seq_length={max_len!r} must be a whole "
+            f"number >= {MIN_SEQUENCE_LENGTH}."
+        )
     if max_len is None:
         tok_config = read_json(folder, "tokenizer_config.json") or {}
         model_max = tok_config.get("model_max_length")

@@ -131,7 +131,7 @@ def add_train_arguments(p):
         "--lr",
         type=float,
         default=defaults.PAPER_LEARNING_RATE,
-        help="peak learning rate: linear warmup over the first 10%% of the steps, then linear decay to 0",
+        help="peak learning rate, in (0, 1]: linear warmup over the first 10%% of the steps, then linear decay to 0",
     )
     p.add_argument(
         "--weight-decay",

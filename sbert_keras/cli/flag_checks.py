@@ -23,6 +23,7 @@ import os
 
 from sbert_keras.retrieval.index_files import check_target
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils.defaults import MAX_LEARNING_RATE
 
 
 def check_flag(value, flag, minimum=1):
@@ -57,8 +58,8 @@ def check_new_file(path, overwrite, flag="--output", create_parents=True):
 def check_train(args):
     for flag, value in (("--epochs", args.epochs), ("--save-every", args.save_every)):
         check_flag(value, flag)
-    if not math.isfinite(args.lr) or args.lr <= 0:
-        raise ValueError(f"--lr must be a finite number > 0; received {args.lr!r}.")
+    if not math.isfinite(args.lr) or not 0 < args.lr <= MAX_LEARNING_RATE:
+        raise ValueError(f"--lr must be a number in (0, {MAX_LEARNING_RATE:g}]; received {args.lr!r}.")
     for flag, value in (("--limit", args.limit), ("--sequence-length", args.sequence_length)):
         if value is not None:
             check_flag(value, flag)

@@ -167,6 +167,10 @@ def embed_corpus_args(argv):
 EXPECTED_ERRORS = (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile, ImportError)
 
 
+# The exit status of a command stopped by Ctrl-C (SIGINT), as shells report it: 128 + 2.
+INTERRUPTED = 130
+
+
 def error_message(error):
     """One readable line for an expected error."""
     text = str(error).strip()
@@ -181,7 +185,10 @@ def error_message(error):
 
 
 def main(argv=None):
-    """Runs `sbert-keras` on `argv` (default: `sys.argv[1:]`); returns the exit status (2: an expected error).
+    """Runs `sbert-keras` on `argv` (default: `sys.argv[1:]`); returns the exit status.
+
+    2: an expected error, printed as one line; 130 (`INTERRUPTED`): Ctrl-C,
+    printed as `sbert-keras <command>: interrupted`, without a traceback.
 
     The flags are checked first (`check_args`), then TensorFlow is imported
     by `console.quiet_tensorflow`, so its start-up lines stay off the
@@ -202,6 +209,9 @@ def main(argv=None):
     except EXPECTED_ERRORS as e:
         print(f"sbert-keras {args.command}: error: {error_message(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: outputs are written atomically, so nothing half-written remains
+        print(f"sbert-keras {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
     if args.command == "index" and args.index_command == "search":  # one JSON line per query
         for line in result:
             print(json.dumps(line, ensure_ascii=False))

@@ -6,6 +6,11 @@
 the dimension (`dim`). `read_embeddings` holds the folder to that record: a
 missing or extra shard, a row count that differs, or a shard of another
 dimension is an error naming the file, never a silently smaller corpus.
+The marker also records each shard's SHA-256 (`sha256`), and a shard that
+changed after it was written (a flipped bit) is refused by name: Parquet
+checks the page checksums only where the writer stored them, and a flipped
+float is still a valid float. Folders written before the checksums were
+recorded are read with one warning that their shards are not verified.
 Reading needs pyarrow only (installed with the `beam` extra), not
 Apache Beam; without it, `read_embeddings` raises an `ImportError` that says so.
 
@@ -17,8 +22,10 @@ ids, vectors = read_embeddings("corpus-emb")  # list of str, (n, dim) float32
 """
 
 import fnmatch
+import hashlib
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -66,7 +73,7 @@ def shard_files(folder):
 
 
 def _read_marker(folder):
-    """`(dim, shards, rows)` that `complete.json` records for `folder`."""
+    """`(dim, shards, rows, sha256 or None)` that `complete.json` records for `folder`."""
     with open(os.path.join(folder, outputs.MARKER), encoding="utf-8") as f:
         marker = json.load(f)
     if not isinstance(marker.get("shards"), list) or not isinstance(marker.get("texts"), int) or "dim" not in marker:
@@ -74,7 +81,7 @@ def _read_marker(folder):
             f"embeddings folder {folder}: its {outputs.MARKER} records no shard list, row count (texts) and "
             "dim; rerun embed-corpus."
         )
-    return marker["dim"], marker["shards"], marker["texts"]
+    return marker["dim"], marker["shards"], marker["texts"], marker.get("sha256")
 
 
 def _open_shard(path):
@@ -97,6 +104,49 @@ def _check_shards(folder, listed, rows):
     problems += [f"shard(s) {', '.join(extra)} are not listed in {outputs.MARKER}"] if extra else []
     problems.append(f"{outputs.MARKER} records {rows} rows, the listed shards hold {found}")
     raise ValueError(f"embeddings folder {folder} is not the output embed-corpus wrote: {'; '.join(problems)}.")
+
+
+def file_sha256(path):
+    """The SHA-256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shard_checksums(folder, names):
+    """`{name: sha256}` of the shards `names` of `folder`, for its `complete.json` (`sha256`)."""
+    return {name: file_sha256(os.path.join(folder, name)) for name in names}
+
+
+_UNVERIFIED = set()  # folders already warned about, once per process
+
+
+def _checksums(folder, recorded):
+    """`complete.json`'s `{shard: sha256}`, or None (with one warning per folder) for a folder written without them."""
+    if recorded is None:
+        if folder not in _UNVERIFIED:
+            _UNVERIFIED.add(folder)
+            warnings.warn(
+                f"embeddings folder {folder}: its {outputs.MARKER} records no shard checksums (written by an "
+                "earlier release); its shards are read unverified. Rerun `sbert-keras embed-corpus` to add them.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return None
+    if not isinstance(recorded, dict):
+        raise ValueError(f"embeddings folder {folder}: its {outputs.MARKER} records `sha256` that is not a mapping.")
+    return recorded
+
+
+def _verify_shard(path, expected):
+    """Raises a `ValueError` naming the shard when its SHA-256 is not the one `complete.json` records."""
+    if expected != file_sha256(path):
+        raise ValueError(
+            f"embeddings shard {path} does not match the SHA-256 its {outputs.MARKER} records: "
+            "it was changed or damaged after it was written."
+        )
 
 
 def _embedding_dims(column):
@@ -138,8 +188,9 @@ def read_embeddings(folder):
     Raises:
         FileNotFoundError: no such folder.
         sbert_keras.IncompleteOutputError: no `complete.json` (unfinished run).
-        ValueError: a shard missing, extra or unreadable, a row count or
-            dimension other than `complete.json` records (naming the file).
+        ValueError: a shard missing, extra, unreadable or changed since it
+            was written (its SHA-256), a row count or dimension other than
+            `complete.json` records (naming the file).
     """
     if pq is None:
         raise ImportError("Reading Parquet embedding shards needs pyarrow (pip install pyarrow).")
@@ -148,11 +199,14 @@ def read_embeddings(folder):
         raise FileNotFoundError(f"No such embeddings folder: {folder}")
     if not outputs.is_complete(folder):
         raise outputs.IncompleteOutputError(folder, f"no {outputs.MARKER}")
-    dim, listed, rows = _read_marker(folder)
+    dim, listed, rows, checksums = _read_marker(folder)
     _check_shards(folder, listed, rows)
+    checksums = _checksums(folder, checksums)
     ids, blocks = [], []
     for name in listed:
         shard_ids, block = _read_shard(os.path.join(folder, name), dim)
+        if checksums is not None:  # after the shard's own checks, which name what is wrong more precisely
+            _verify_shard(os.path.join(folder, name), checksums.get(name))
         ids.extend(shard_ids)
         blocks.append(block)
     return ids, np.concatenate(blocks) if blocks else np.zeros((0, dim), "float32")

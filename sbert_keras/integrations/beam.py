@@ -58,6 +58,7 @@ from sbert_keras.data.embedding_shards import SHARD_SUFFIX
 from sbert_keras.data.embedding_shards import estimated_bytes
 from sbert_keras.data.embedding_shards import prepare_output
 from sbert_keras.data.embedding_shards import read_embeddings  # noqa: F401 (part of this module's API)
+from sbert_keras.data.embedding_shards import shard_checksums
 from sbert_keras.data.embedding_shards import shard_files
 from sbert_keras.encoder import SentenceEncoder
 from sbert_keras.integrations.beam_arguments import add_arguments  # noqa: F401 (part of this module's API)
@@ -260,6 +261,7 @@ def embed_corpus(
             shards = write_shards(pipeline_args, files, handler, work, dim, input_format, scanned.texts)
             marker = {"command": "embed-corpus", "model": os.fspath(model), "input": os.fspath(input)}
             marker.update(texts=scanned.texts, dim=dim, precision=precision, shards=shards)
+            marker["sha256"] = shard_checksums(work, shards)  # `read_embeddings` refuses a shard changed since
             outputs.finalize_dir(work, target, marker)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -173,12 +173,17 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
 
     @property
     def sequence_length(self):
-        """int. The padded length; every assignment (`__init__` too) is checked."""
+        """int. The padded length; every assignment (`__init__` too) is checked.
+
+        Once a `SentenceEncoder` holds this preprocessor, it sets
+        `position_limit` to its backbone's number of position embeddings, and
+        a longer length is refused when assigned (not at the next `encode`).
+        """
         return super().sequence_length
 
     @sequence_length.setter
     def sequence_length(self, value):
-        check_sequence_length(value)
+        check_sequence_length(value, getattr(self, "position_limit", None))
         keras_hub.models.TextEmbedderPreprocessor.sequence_length.fset(self, int(value))
         self._tokenize_fn = None  # traced with the old length; callers key their own traces by it
 

@@ -248,11 +248,27 @@ def mine_hard_negatives(
     )
 
 
+def _check_csv_text(text, item):
+    """Refuses a text that `read_triplets_csv` could not read back as written."""
+    if not isinstance(text, str):
+        raise ValueError(f"{item} is {type(text).__name__} {text!r}, not a str.")
+    if not text.strip():
+        raise ValueError(f"{item} is empty or only whitespace; the triplet file cannot hold an empty field.")
+    if "\0" in text:
+        raise ValueError(f"{item} holds a NUL character, which a UTF-8 text file cannot carry.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{item} is not valid Unicode text ({e.reason} at character {e.start}).") from None
+
+
 def write_triplets_csv(path, triplets, overwrite=False):
     """Writes triplets as the CSV that `data.read_triplets_csv` reads, atomically.
 
     A header `anchor,positive,negative`, then one row per triplet, quoted
-    where a text holds a comma, a quote or a line break. The file is written
+    where a text holds a comma, a quote or a line break (`\\r` included), so
+    every text reads back exactly; a text the reader would refuse (empty, a
+    NUL character, a lone surrogate) is refused first, naming it. The file is written
     to a temporary name and moved into place (`outputs.replace_atomically`),
     so a killed run leaves no half-written file.
 
@@ -266,7 +282,8 @@ def write_triplets_csv(path, triplets, overwrite=False):
 
     Raises:
         ValueError: `path` exists and `overwrite` is False, a folder on the
-            way is a file or not writable, or the triplets lack negatives.
+            way is a file or not writable, the triplets lack negatives, or a
+            text cannot be read back (named: `triplet 3 (positive)`).
 
     Example:
     ```python
@@ -283,13 +300,20 @@ def write_triplets_csv(path, triplets, overwrite=False):
         raise ValueError(f"path {path} is a folder; give a file name.")
     if os.path.exists(path) and not overwrite:
         raise ValueError(f"path {path} already exists; pass overwrite=True (--overwrite) to replace it.")
+    rows = list(zip(triplets.anchor, triplets.positive, triplets.negative))
+    for number, row in enumerate(rows):
+        for role, text in zip(TRIPLET_HEADER, row):
+            _check_csv_text(text, f"triplet {number} ({role})")
     os.makedirs(os.path.dirname(path), exist_ok=True)
 
     def write(temp):
         with open(temp, "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n")
+            # `csv` quotes a line break only if it is the line terminator: a bare `\r` must be quoted by hand.
+            quoted = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_ALL)
             writer.writerow(TRIPLET_HEADER)
-            writer.writerows(zip(triplets.anchor, triplets.positive, triplets.negative))
+            for row in rows:
+                (quoted if any("\r" in text for text in row) else writer).writerow(row)
             f.flush()
             os.fsync(f.fileno())
 

@@ -48,6 +48,7 @@ from sbert_keras.utils.atomic_io import TRAINING_LOG
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CLIP_NORM
 from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)
+from sbert_keras.utils.defaults import MAX_LEARNING_RATE
 from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
 from sbert_keras.utils.defaults import PAPER_LEARNING_RATE
 from sbert_keras.utils.defaults import PAPER_WARMUP_FRACTION
@@ -60,18 +61,19 @@ def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAP
     Args:
         epochs: int >= 1.
         batch_size: int >= 1.
-        learning_rate: finite float > 0 (a negative rate ascends the loss).
+        learning_rate: float in (0, `MAX_LEARNING_RATE`] (a negative rate ascends the loss,
+            one above 1 diverges at the first steps).
         warmup_fraction: float in [0, 1].
     """
     check_positive_int(epochs, "epochs")
     check_positive_int(batch_size, "batch_size")
     for name, value, low, high in (
-        ("learning_rate", learning_rate, 0.0, math.inf),
+        ("learning_rate", learning_rate, 0.0, MAX_LEARNING_RATE),
         ("warmup_fraction", warmup_fraction, 0.0, 1.0),
     ):
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or not low <= value <= high or (name == "learning_rate" and value <= 0):
-            bounds = "a finite number > 0" if name == "learning_rate" else "a number in [0, 1]"
+            bounds = f"a number in (0, {MAX_LEARNING_RATE:g}]" if name == "learning_rate" else "a number in [0, 1]"
             raise ValueError(f"`{name}` must be {bounds}; received {value!r}.")
 
 

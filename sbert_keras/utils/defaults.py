@@ -18,6 +18,9 @@ defaults.OBJECTIVES[:4]  # ("regression", "triplet", "classification", "contrast
 # Reimers & Gurevych (2019), section 4: Adam with learning rate 2e-5,
 # batch size 16, one epoch, linear warmup over 10 % of the steps.
 PAPER_LEARNING_RATE = 2e-5
+# The largest learning rate accepted (`train --lr`, `train_objective(learning_rate=)`): Adam steps
+# of more than 1 per weight diverge at once; the range is (0, MAX_LEARNING_RATE].
+MAX_LEARNING_RATE = 1.0
 PAPER_BATCH_SIZE = 16
 PAPER_EPOCHS = 1
 PAPER_WARMUP_FRACTION = 0.1
