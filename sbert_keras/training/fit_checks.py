@@ -47,6 +47,30 @@ class NonFiniteLossError(FloatingPointError):
     """A train step's loss or gradients were NaN or infinite; the step was not applied."""
 
 
+def check_finite_weights(model, forward, step):
+    """Raises `NonFiniteLossError` naming `step` when a trainable weight, or `forward()`'s output, is not finite.
+
+    The train step refuses a step whose loss or gradients are not finite,
+    but the step that makes the weights unusable (too large for a forward
+    pass) has a finite loss; this check, run before each backup save and at
+    the end of a run, catches it.
+
+    Args:
+        model: the Keras model being trained.
+        forward: callable `() -> tensor`: the model on a probe batch.
+        step: int. The training steps done, for the message.
+    """
+    bad = next((v.path for v in model.trainable_variables if not np.all(np.isfinite(v.numpy()))), None)
+    what = f"the weight {bad} is" if bad else None
+    if what is None and not np.all(np.isfinite(ops.convert_to_numpy(ops.cast(forward(), "float32")))):
+        what = "the encoder's output on two training texts is"
+    if what:
+        raise NonFiniteLossError(
+            f"Training stopped after step {step}: {what} not finite (NaN or infinite), so the model is not "
+            "saved from this state and any backup keeps the last good one; lower the learning rate."
+        )
+
+
 class LabelRangeError(ValueError):
     """Labels outside the range the model's loss is meant for."""
 
