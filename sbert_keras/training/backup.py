@@ -285,7 +285,8 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         self._loss_sums = None
 
     def on_train_batch_end(self, batch, logs=None):
-        if keras_training.backup_saves_after_batch(self, batch):
+        last = batch + 1 == self.params.get("steps")  # the epoch's own save follows at once
+        if keras_training.backup_saves_after_batch(self, batch) and not last:
             self._save(self._current_epoch, self.steps_done + batch + 1)
 
     def on_epoch_end(self, epoch, logs=None):
