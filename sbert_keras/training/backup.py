@@ -126,9 +126,8 @@ def check_state(state, epochs=None, steps_per_epoch=None, seed_generators=None):
 
     Args:
         state: dict. A parsed `state.json`.
-        epochs: int or None. The run's epochs (None: not checked).
-        steps_per_epoch: int or None. The batches of each epoch.
-        seed_generators: int or None. The model's `SeedGenerator`s.
+        epochs, steps_per_epoch, seed_generators: int or None (not checked).
+            The run's epochs, batches per epoch, and `SeedGenerator`s.
     """
     epoch, steps = state.get("epoch"), state.get("steps_done")
     if not _is_int(epoch, 0, math.inf if epochs is None else epochs):
@@ -162,6 +161,66 @@ def check_state(state, epochs=None, steps_per_epoch=None, seed_generators=None):
         raise ValueError("`loss_sums` is not a list of finite numbers")
 
 
+def load_state(model, backup_dir, state, epochs=None, steps_per_epoch=None):
+    """Loads a backup's `state` into `model` after checking it; on any error every variable keeps its value.
+
+    Args:
+        model: the compiled Keras model being trained (its optimizer is built here).
+        backup_dir: str. The folder of the weights file `state` names.
+        state: dict. The parsed `state.json`; epochs, steps_per_epoch: int or None.
+
+    Raises:
+        ValueError: a field that cannot belong to the run (`check_state`), or
+            a weights file whose optimizer step is not the step `state` claims;
+            whatever h5py raises for a damaged file.
+    """
+    optimizer = model.optimizer
+    if optimizer is not None and not optimizer.built:
+        optimizer.build(model.trainable_variables)
+    variables, seeds = training_variables(model), seed_generator_variables(model)
+    before = [v.numpy() for v in variables]
+    try:
+        check_state(state, epochs, steps_per_epoch, len(seeds))
+        model.load_weights(os.path.join(backup_dir, state["weights"]))
+        done = state["epoch"] * (steps_per_epoch or 0) + state["steps_done"]
+        if steps_per_epoch and optimizer is not None and int(optimizer.iterations.numpy()) != done:
+            raise ValueError(f"its weights file holds step {int(optimizer.iterations.numpy())}, state.json step {done}")
+        for variable, value in zip(seeds, state["seed_generators"], strict=True):
+            variable.assign(np.asarray(value, dtype=variable.dtype))
+    except BaseException:
+        for variable, value in zip(variables, before, strict=True):
+            variable.assign(value)
+        raise
+
+
+def saved_state(model, epoch, steps, weights, fingerprint, history):
+    """The `state.json` of a save after `steps` steps of `epoch`: with the seed states and the running loss."""
+    tracker = keras_training.loss_tracker(model)
+    return {
+        "epoch": epoch,
+        "steps_done": steps,
+        "weights": weights,
+        "fingerprint": fingerprint,
+        "history": history,
+        "seed_generators": [[int(x) for x in v.numpy()] for v in seed_generator_variables(model)],
+        "loss_sums": [float(v.numpy()) for v in tracker.variables] if steps and tracker is not None else None,
+    }
+
+
+def set_loss_sums(model, sums):
+    """Sets the running loss of `fit`'s logs (its `Mean`'s total and count) to a backup's `loss_sums`.
+
+    Under a strategy of several replicas each holds its own share, which a
+    backup does not record: the sums are left as Keras reset them there.
+    """
+    tracker = keras_training.loss_tracker(model)
+    if tracker is None or len(sums) != len(tracker.variables):
+        return
+    if tf.distribute.get_strategy().num_replicas_in_sync == 1:
+        for variable, value in zip(tracker.variables, sums, strict=True):
+            variable.assign(value)
+
+
 class RunBackup(keras.callbacks.BackupAndRestore):
     """`BackupAndRestore` with atomic saves, a run fingerprint and everything a step depends on.
 
@@ -181,6 +240,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
     """
 
     def __init__(self, backup_dir, fingerprint=None, save_freq="epoch", overwrite=False, steps_done=0, check=None):
+        # Kept at the end of `fit` (`delete_checkpoint=False`): the caller deletes it once its outputs are safe.
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=False)
         self.fingerprint = fingerprint or {}
         self.overwrite = overwrite
@@ -243,24 +303,9 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         state = self.state()
         if state is None:
             return None
-        optimizer = model.optimizer
-        if optimizer is not None and not optimizer.built:
-            optimizer.build(model.trainable_variables)
-        variables, seeds = training_variables(model), seed_generator_variables(model)
-        before = [v.numpy() for v in variables]
         try:
-            check_state(state, epochs, steps_per_epoch, len(seeds))
-            model.load_weights(os.path.join(self.backup_dir, state["weights"]))
-            done = state["epoch"] * (steps_per_epoch or 0) + state["steps_done"]
-            if steps_per_epoch and optimizer is not None and int(optimizer.iterations.numpy()) != done:
-                raise ValueError(
-                    f"its weights file holds step {int(optimizer.iterations.numpy())}, state.json step {done}"
-                )
-            for variable, value in zip(seeds, state["seed_generators"], strict=True):
-                variable.assign(np.asarray(value, dtype=variable.dtype))
+            load_state(model, self.backup_dir, state, epochs, steps_per_epoch)
         except (OSError, KeyError, ValueError, RuntimeError, TypeError) as error:  # h5py raises these too
-            for variable, value in zip(variables, before, strict=True):
-                variable.assign(value)
             self.discard(f"it does not fit this run ({type(error).__name__}: {error}); starting fresh from step 0")
             return None
         self.history = {k: [float(x) for x in v] for k, v in state["history"].items()}
@@ -277,11 +322,8 @@ class RunBackup(keras.callbacks.BackupAndRestore):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._current_epoch = epoch  # Keras leaves 0 here after a resume.
-        tracker = keras_training.loss_tracker(self.model)
-        if self._loss_sums is not None and tracker is not None and len(self._loss_sums) == len(tracker.variables):
-            if tf.distribute.get_strategy().num_replicas_in_sync == 1:  # a replica's share is not saved
-                for variable, value in zip(tracker.variables, self._loss_sums, strict=True):
-                    variable.assign(value)
+        if self._loss_sums is not None:  # Keras has just reset the running loss
+            set_loss_sums(self.model, self._loss_sums)
         self._loss_sums = None
 
     def on_train_batch_end(self, batch, logs=None):
@@ -309,11 +351,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         disk_space.check_free_space(os.path.join(self.backup_dir, name), self._save_bytes)
         os.makedirs(self.backup_dir, exist_ok=True)
         outputs.replace_atomically(self.model.save_weights, os.path.join(self.backup_dir, name), suffix=".weights.h5")
-        tracker = keras_training.loss_tracker(self.model)
-        state = {"epoch": epoch, "steps_done": steps, "weights": name, "fingerprint": self.fingerprint}
-        state["history"] = self.history
-        state["seed_generators"] = [[int(x) for x in v.numpy()] for v in seed_generator_variables(self.model)]
-        state["loss_sums"] = [float(v.numpy()) for v in tracker.variables] if steps and tracker is not None else None
+        state = saved_state(self.model, epoch, steps, name, self.fingerprint, self.history)
         outputs.write_json(self._state_path, state)
         for old in os.listdir(self.backup_dir):  # the previous weights, files of a killed save
             if old not in (name, STATE) and (old == previous or ".tmp-" in old):
@@ -329,9 +367,32 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         except (OSError, ValueError):
             return None
 
-    def on_train_end(self, logs=None):
-        pass  # The caller deletes the backup once its own outputs are safe.
-
     def delete(self):
         """Removes the backup folder (after the run's results are saved)."""
         shutil.rmtree(self.backup_dir, ignore_errors=True)
+
+
+def resumed_fits(dataset_of, dataset, epoch, steps_done, epochs, steps):
+    """`[(dataset, fit keyword arguments)]` that train from `epoch`, `steps_done` on to the end.
+
+    A run resumed mid-epoch first fits the rest of that epoch's pass (its
+    first `steps_done` batches skipped), then the later passes; a finished
+    run fits nothing.
+
+    Args:
+        dataset_of: callable `range of passes -> dataset` (`siamese_dataset`'s `passes`).
+        dataset: `dataset_of(range(epochs))`, reused for a run from step 0.
+        epoch, steps_done: int. Epochs done, and steps done in `epoch`.
+        epochs, steps: int. The run's epochs, and batches per epoch.
+    """
+    if epoch == 0 and steps_done == 0:
+        return [(dataset, {"epochs": epochs, "steps_per_epoch": steps})]
+    fits = []
+    if steps_done:
+        rest = dataset_of(range(epoch, epoch + 1)).skip(steps_done)
+        fits.append((rest, {"epochs": epoch + 1, "initial_epoch": epoch}))
+        epoch += 1
+    if epoch < epochs:
+        rest = dataset_of(range(epoch, epochs))
+        fits.append((rest, {"epochs": epochs, "initial_epoch": epoch, "steps_per_epoch": steps}))
+    return fits

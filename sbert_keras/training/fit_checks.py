@@ -51,22 +51,23 @@ class NonFiniteLossError(FloatingPointError):
     """A train step's loss or gradients were NaN or infinite; the step was not applied."""
 
 
-def check_finite_weights(model, forward, step):
-    """Raises `NonFiniteLossError` naming `step` when a trainable weight, or `forward()`'s output, is not finite.
+def check_finite_weights(model, probe, step):
+    """Raises `NonFiniteLossError` naming `step` when a weight, or the encoder's output on `probe`, is not finite.
 
     The train step refuses a step whose loss or gradients are not finite,
     but the step that makes the weights unusable (too large for a forward
-    pass) has a finite loss; this check, run before each backup save and at
-    the end of a run, catches it.
+    pass) has a finite loss; `train_objective` runs this check before each
+    backup save and at the end of a run.
 
     Args:
-        model: the Keras model being trained.
-        forward: callable `() -> tensor`: the model on a probe batch.
+        model: the siamese model being trained (its `encoder` runs on `probe`).
+        probe: the encoder's input features for a few texts (`encoder.preprocessor(texts)`).
         step: int. The training steps done, for the message.
     """
     bad = next((v.path for v in model.trainable_variables if not np.all(np.isfinite(v.numpy()))), None)
     what = f"the weight {bad} is" if bad else None
-    if what is None and not np.all(np.isfinite(ops.convert_to_numpy(ops.cast(forward(), "float32")))):
+    output = None if bad else ops.convert_to_numpy(ops.cast(model.encoder(probe, training=False), "float32"))
+    if output is not None and not np.all(np.isfinite(output)):
         what = "the encoder's output on two training texts is"
     if what:
         raise NonFiniteLossError(

@@ -20,6 +20,7 @@ check_label_array(["0.5", "1"], "y")  # TypeError: `y` must hold numbers ...
 """
 
 import dataclasses
+import numbers
 
 import numpy as np
 import tensorflow as tf
@@ -108,12 +109,17 @@ def check_label_array(labels, argument, one_per_row=True):
     """
     if labels is None:
         raise TypeError(f"`{argument}` is None; this objective needs one label per example.")
-    array = np.asarray(labels) if not tf.is_tensor(labels) else np.asarray(labels.numpy())
+    try:
+        array = np.asarray(labels.numpy() if tf.is_tensor(labels) else labels)
+    except ValueError:  # ragged lists
+        raise TypeError(f"`{argument}` must be an array of numbers, one label per example; it is ragged.") from None
     if array.dtype.kind not in "biuf":
-        first = array.reshape(-1)[0].item() if array.size else None
+        items = array.reshape(-1).tolist()
+        bad = next((i for i, v in enumerate(items) if not isinstance(v, numbers.Real)), 0) if items else 0
+        shown = f"item {bad} is {items[bad]!r:.40}" if items else f"dtype {array.dtype}"
         raise TypeError(
-            f"`{argument}` must hold numbers (one label per example); received {array.dtype} items "
-            f"(first: {first!r:.40}). Convert them, e.g. `np.asarray(labels, 'float32')`."
+            f"`{argument}` must hold numbers, one label per example; {shown}. "
+            "Convert them first, e.g. `np.asarray(labels, 'float32')`."
         )
     if one_per_row and array.ndim != 1:
         raise ValueError(f"`{argument}` must have shape (n,): one label per example; received shape {array.shape}.")

@@ -32,6 +32,7 @@ from sbert_keras.losses import replicas
 from sbert_keras.model.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.training import distributed
 from sbert_keras.training.backup import RunBackup
+from sbert_keras.training.backup import resumed_fits
 from sbert_keras.training.fit_checks import check_finite_weights
 from sbert_keras.training.objectives import LABEL_DTYPES
 from sbert_keras.training.objectives import MODEL_CLASSES  # noqa: F401 (public here too)
@@ -176,51 +177,6 @@ def run_fingerprint(objective, encoder, train, dev, **settings):
         "dev_data": data_hash(dev),
         **json.loads(json.dumps(settings, default=str)),
     }
-
-
-def resumed_fits(dataset_of, dataset, epoch, steps_done, epochs, steps):
-    """`[(dataset, fit keyword arguments)]` that train from `epoch`, `steps_done` on to the end.
-
-    A run resumed mid-epoch first fits the rest of that epoch's pass (its
-    first `steps_done` batches skipped), then the later passes; a finished
-    run fits nothing.
-
-    Args:
-        dataset_of: callable `range of passes -> dataset` (`siamese_dataset`'s `passes`).
-        dataset: `dataset_of(range(epochs))`, reused for a run from step 0.
-        epoch: int. Epochs done. steps_done: int. Steps done in `epoch`.
-        epochs: int. The run's epochs. steps: int. Batches per epoch.
-    """
-    if epoch == 0 and steps_done == 0:
-        return [(dataset, {"epochs": epochs, "steps_per_epoch": steps})]
-    fits = []
-    if steps_done:
-        rest = dataset_of(range(epoch, epoch + 1)).skip(steps_done)
-        fits.append((rest, {"epochs": epoch + 1, "initial_epoch": epoch}))
-        epoch += 1
-    if epoch < epochs:
-        rest = dataset_of(range(epoch, epochs))
-        fits.append((rest, {"epochs": epochs, "initial_epoch": epoch, "steps_per_epoch": steps}))
-    return fits
-
-
-def finite_state_check(model, columns, steps):
-    """`check(epoch, steps_done)`: raises `NonFiniteLossError` when the weights or outputs are not finite.
-
-    Run before each backup save and at the end: a run whose last step made
-    the weights unusable (finite, but too large for a forward pass) stops
-    there, naming the step, and the last good backup stays.
-
-    Args:
-        model: the siamese model (its `encoder` encodes two training texts as a probe).
-        columns: the training text columns. steps: int. Batches per epoch.
-    """
-    probe = model.encoder.preprocessor([str(t) for t in list(columns[0])[:2]])
-
-    def check(epoch, steps_done):
-        check_finite_weights(model, lambda: model.encoder(probe, training=False), epoch * steps + steps_done)
-
-    return check
 
 
 @distributed.under_strategy
@@ -383,7 +339,11 @@ def train_objective(
     if dev is not None:
         all_callbacks.append(dev_callback(objective, model, dev, verbose=int(bool(verbose))))
     backup = None
-    check = finite_state_check(model, columns, steps)
+    probe = model.encoder.preprocessor([str(text) for text in list(columns[0])[:2]])  # two training texts
+
+    def check(epoch, steps_done):  # before each backup save, and at the end
+        check_finite_weights(model, probe, epoch * steps + steps_done)
+
     fits = [(dataset, {"epochs": epochs, "steps_per_epoch": steps})]
     if output_dir is not None:
         fingerprint = run_fingerprint(
