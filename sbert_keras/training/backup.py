@@ -153,12 +153,9 @@ def check_state(state, epochs=None, steps_per_epoch=None, seed_generators=None):
     ):
         raise ValueError(f"`seed_generators` does not hold the {seed_generators} dropout seed state(s) of the model")
     sums = state.get("loss_sums")
-    if (
-        steps
-        and sums is not None
-        and (not isinstance(sums, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in sums))
-    ):
-        raise ValueError("`loss_sums` is not a list of finite numbers")
+    finite = isinstance(sums, list) and all(isinstance(x, (int, float)) and math.isfinite(x) for x in sums)
+    if steps and not finite:
+        raise ValueError("`loss_sums` (the running loss of a mid-epoch save) is not a list of finite numbers")
 
 
 def load_state(model, backup_dir, state, epochs=None, steps_per_epoch=None):
