@@ -46,13 +46,17 @@ def tiny_vocabulary():
     return vocab, merges
 
 
-def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0, kind="bert", table_rows=None):
+def tiny_encoder(
+    pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0, kind="bert", table_rows=None, dropout=0.0
+):
     """A 2-layer encoder with hidden size 8.
 
     `kind="bert"`: WordPiece + `BertLayoutBackbone` (fast to trace, the
     default in tests); `kind="roberta"`: byte-level BPE + KerasHub's
     `RobertaBackbone` (its tokenizer takes ~2 s to trace). `table_rows`: a
     token embedding table larger than the vocabulary (unused rows).
+    `dropout`: the backbone's dropout rate (0: training is deterministic
+    without seeding).
     """
     keras.utils.set_random_seed(seed)
     if kind == "roberta":
@@ -72,7 +76,7 @@ def tiny_encoder(pooling="mean", normalize=False, dtype=None, sequence_length=12
         hidden_dim=8,
         intermediate_dim=16,
         max_sequence_length=sequence_length,
-        dropout=0.0,
+        dropout=dropout,
         dtype=dtype,
     )
     preprocessor = sbert_keras.SentenceEncoderPreprocessor(tokenizer, sequence_length=sequence_length)

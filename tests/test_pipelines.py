@@ -248,3 +248,28 @@ def test_split_to_count_splits_the_largest_and_warns_before_dropping():
     assert [b.tolist() for b in split] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10], [11, 12, 13, 14, 15]]
     with pytest.warns(UserWarning, match="its last 1 batch\\(es\\), 5 row\\(s\\), are left out"):
         assert len(split_to_count(batches, 2)) == 2
+
+
+@pytest.mark.parametrize("batching", ["bucket", "shuffle", "no_duplicates"])
+def test_passes_are_fixed_by_the_seed_and_their_index_whatever_ran_before(batching):
+    """A resumed run builds `passes=range(k, epochs)`: it sees the batches an uninterrupted run saw."""
+    encoder = tiny_encoder(sequence_length=64)
+    long_rows = [f"entailed {i}" + " long" * 40 for i in range(60)]
+    columns = [PREMISES, ENTAILED[:30] + long_rows[:30], CONTRADICTED]
+    roles = ("anchor", "positive", "negative")
+    labels = np.arange(60, dtype="float32")
+
+    def dataset(first):
+        return siamese_dataset(
+            columns, labels, encoder.preprocessor, roles, 8, seed=1, batching=batching, epochs=3, passes=range(first, 3)
+        )
+
+    whole, resumed = dataset(0), dataset(1)
+    steps = int(whole.cardinality()) // 3
+    assert int(resumed.cardinality()) == 2 * steps
+    every = planned_rows(whole)
+    assert every == planned_rows(whole)  # each iteration: the same passes again
+    assert planned_rows(resumed) == every[steps:]
+    assert every[:steps] != every[steps : 2 * steps]  # a new order each pass
+    for p in range(3):
+        assert sorted(i for batch in every[p * steps : (p + 1) * steps] for i in batch) == list(range(60))

@@ -1,15 +1,20 @@
 """`sbert-keras train` killed, out of disk, or run twice at once: it resumes, finishes or refuses clearly.
 
-Every run here is a real process. Reruns use another `PYTHONHASHSEED`, as a
-new shell does, so that a run fingerprint that depends on set order is caught.
+The command-line runs here are real processes. Reruns use another
+`PYTHONHASHSEED`, as a new shell does, so that a run fingerprint that
+depends on set order is caught. The in-process runs, killed after a chosen
+step, check that a resumed run equals an uninterrupted one, with dropout.
 """
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 
+import keras
+import numpy as np
 import pytest
 
 from conftest import shared_path
@@ -21,6 +26,11 @@ from harness import run_until_paused
 from harness import small_disk_available
 from harness import start_until_paused
 from sbert_keras.cli.parser import main
+from sbert_keras.data import examples as data
+from sbert_keras.training import backup
+from sbert_keras.training.fit_checks import NonFiniteLossError
+from sbert_keras.training.step_log import read_rows
+from sbert_keras.training.trainer import train_objective
 from sbert_keras.utils import atomic_io as outputs
 
 SENTENCES = [
@@ -260,3 +270,180 @@ def test_disk_full_during_the_final_save_then_a_rerun_finishes(tmp_path, sts_fil
     stages = [line for line in rerun["stderr"].splitlines() if line.startswith("sbert-keras test: ")]
     assert stages and not weight_writes(stages), stages  # finished from the backup, no epoch again
     assert sorted(rerun["files"]) == [f"out/{name}" for name in RUN_FILES]
+
+
+# --- In-process kills: the resumed run against the uninterrupted one -----------------------------
+
+PAIRS = [(a, b, i % 6) for i, (a, b) in enumerate(zip(SENTENCES * 4, SENTENCES[::-1] * 4))]
+
+
+class Killed(Exception):
+    """What `KillAfter` raises: the process dies, the backup on disk stays."""
+
+
+class KillAfter(keras.callbacks.Callback):
+    """Raises after the `step`-th training step of the run (counted from 1), once its backup is written."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step, self.seen = step, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.step:
+            raise Killed(f"killed after step {self.step}")
+
+
+def pairs():
+    a, b, scores = zip(*PAIRS)
+    return data.SentencePairs(list(a), list(b), np.array(scores, "float32"))
+
+
+def train_run(kind, output_dir, callbacks=(), **kwargs):
+    """Two epochs of regression on the tiny encoder WITH dropout; a backup after every step."""
+    encoder = tiny_encoder(kind=kind, dropout=0.1)
+    _, history = train_objective(
+        "regression",
+        encoder,
+        pairs(),
+        epochs=2,
+        batch_size=4,
+        output_dir=str(output_dir),
+        save_freq=1,
+        verbose=0,
+        callbacks=list(callbacks),
+        keep_backup=True,
+        **kwargs,
+    )
+    return encoder.get_weights(), history.history
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """`kind -> (weights, history, step log rows)` of runs never killed (computed once per kind)."""
+    runs = {}
+
+    def run(kind):
+        if kind not in runs:
+            out = tmp_path_factory.mktemp(f"uninterrupted-{kind}")
+            weights, history = train_run(kind, out)
+            runs[kind] = weights, history, read_rows(out / "training_log.csv")
+        return runs[kind]
+
+    return run
+
+
+def max_abs_difference(a, b):
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
+
+
+def assert_same_run(got, expected, rows=None, expected_rows=None):
+    """Weights within 1e-6, the same per-epoch history, and the same step log."""
+    weights, history = got
+    assert max_abs_difference(weights, expected[0]) <= 1e-6
+    assert history.keys() == expected[1].keys() and len(history["loss"]) == 2
+    for key in history:
+        np.testing.assert_allclose(history[key], expected[1][key], rtol=0, atol=1e-6)
+    if rows is not None:
+        assert [r["step"] for r in rows] == [r["step"] for r in expected_rows]
+        np.testing.assert_allclose(
+            [float(r["mean_loss"]) for r in rows], [float(r["mean_loss"]) for r in expected_rows], atol=1e-6
+        )
+
+
+# 6 steps an epoch: kills early and late in epoch 1, and in epoch 2.
+@pytest.mark.parametrize("kind, kill_after", [("bert", 2), ("bert", 5), ("bert", 8), ("roberta", 3), ("roberta", 9)])
+def test_a_run_killed_anywhere_resumes_to_the_uninterrupted_weights_history_and_log(
+    tmp_path, uninterrupted, kind, kill_after
+):
+    with pytest.raises(Killed):
+        train_run(kind, tmp_path, [KillAfter(kill_after)])
+    state = json.loads((tmp_path / "backup" / "state.json").read_text())
+    assert (state["epoch"], state["steps_done"]) == divmod(kill_after, 6)
+    assert state["seed_generators"] and all(seed[1] > 0 for seed in state["seed_generators"])  # dropout drew
+    resumed = train_run(kind, tmp_path)
+    assert_same_run(resumed, uninterrupted(kind)[:2], read_rows(tmp_path / "training_log.csv"), uninterrupted(kind)[2])
+
+
+def edit_state(path, **fields):
+    state = json.loads(path.read_text())
+    path.write_text(json.dumps({**state, **fields}))
+
+
+DAMAGES = {
+    "epoch beyond the run": lambda p: edit_state(p, epoch=99),
+    "weights of another step": lambda p: edit_state(p, steps_done=json.loads(p.read_text())["steps_done"] - 1),
+    "bad JSON": lambda p: p.write_text("{not json"),
+}
+
+
+@pytest.mark.parametrize(
+    "fields, named",
+    [
+        ({"epoch": 3}, "`epoch` is 3"),
+        ({"epoch": "1"}, "`epoch` is '1'"),
+        ({"steps_done": -1}, "`steps_done` is -1"),
+        ({"steps_done": 6}, "`steps_done` is 6"),
+        ({"epoch": 2, "steps_done": 1}, "`steps_done` is 1"),
+        ({"history": {"loss": [0.5, 0.4]}}, "`history`"),
+        ({"history": {}}, "no loss"),
+        ({"seed_generators": []}, "`seed_generators`"),
+        ({"seed_generators": [[1, "x"], [2, 3]]}, "`seed_generators`"),
+        ({"loss_sums": [float("nan"), 2.0]}, "`loss_sums`"),
+    ],
+)
+def test_check_state_names_the_field_that_cannot_belong_to_the_run(fields, named):
+    good = {"epoch": 1, "steps_done": 2, "history": {"loss": [0.5]}, "seed_generators": [[1, 4], [2, 4]]}
+    good["loss_sums"] = [3.0, 8.0]
+    backup.check_state(good, epochs=2, steps_per_epoch=6, seed_generators=2)
+    with pytest.raises(ValueError, match=re.escape(named)):
+        backup.check_state({**good, **fields}, epochs=2, steps_per_epoch=6, seed_generators=2)
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_an_edited_or_corrupt_backup_restarts_truly_from_step_0(tmp_path, uninterrupted, damage):
+    with pytest.raises(Killed):
+        train_run("bert", tmp_path, [KillAfter(3)])
+    DAMAGES[damage](tmp_path / "backup" / "state.json")
+    with pytest.warns(UserWarning, match=r"Ignoring the training backup .*starting fresh from step 0"):
+        restarted = train_run("bert", tmp_path)
+    # No batch skipped, no history kept: exactly the uninterrupted run, and each step logged once.
+    assert_same_run(
+        restarted, uninterrupted("bert")[:2], read_rows(tmp_path / "training_log.csv"), uninterrupted("bert")[2]
+    )
+
+
+class BlowUp(keras.callbacks.Callback):
+    """Makes the weights finite but far too large for a forward pass after the run's `step`-th step."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step, self.seen = step, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.step:
+            for variable in self.model.encoder.trainable_variables:
+                variable.assign(variable * 1e30 + 1e30)
+
+
+@pytest.mark.parametrize("with_backup", [True, False])
+def test_weights_that_stop_being_usable_stop_the_run_naming_the_step(tmp_path, with_backup):
+    # The last step of the run leaves weights that encode to NaN; no later step computes a loss.
+    output_dir = tmp_path if with_backup else None
+    with pytest.raises(NonFiniteLossError, match=r"^Training stopped after step 12: .* not finite") as error:
+        train_objective(
+            "regression",
+            tiny_encoder(),
+            pairs(),
+            epochs=2,
+            batch_size=4,
+            output_dir=None if output_dir is None else str(output_dir),
+            save_freq=1,
+            verbose=0,
+            callbacks=[BlowUp(12)],
+        )
+    assert len(str(error.value).splitlines()) == 1
+    if with_backup:  # the last good backup, after step 11, stays
+        state = json.loads((tmp_path / "backup" / "state.json").read_text())
+        assert (state["epoch"], state["steps_done"]) == (1, 5)

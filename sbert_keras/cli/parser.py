@@ -164,7 +164,7 @@ def embed_corpus_args(argv):
 # `.keras`/`.h5` file: h5py raises OSError, zipfile BadZipFile). Anything
 # else is a bug and keeps its traceback.
 # ImportError: an optional dependency is missing (faiss for `index`).
-EXPECTED_ERRORS = (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile, ImportError)
+EXPECTED_ERRORS = (ValueError, TypeError, KeyError, OSError, FloatingPointError, zipfile.BadZipFile, ImportError)
 
 
 # The exit status of a command stopped by Ctrl-C (SIGINT), as shells report it: 128 + 2.

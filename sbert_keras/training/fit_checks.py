@@ -37,6 +37,10 @@ import tensorflow as tf
 from keras import ops
 
 from sbert_keras.compat import keras_training
+from sbert_keras.training.fit_inputs import check_batched
+from sbert_keras.training.fit_inputs import check_label_array
+from sbert_keras.training.fit_inputs import check_text_columns
+from sbert_keras.training.fit_inputs import rows
 
 # Logs of a train step read and removed by the checked train function.
 STEP_LOGS = ("step_check", "step_loss", "step_label_min", "step_label_max")
@@ -45,6 +49,31 @@ OK, BAD_LABELS, NON_FINITE_LOSS, NON_FINITE_GRADIENTS = 0, 1, 2, 3
 
 class NonFiniteLossError(FloatingPointError):
     """A train step's loss or gradients were NaN or infinite; the step was not applied."""
+
+
+def check_finite_weights(model, probe, step):
+    """Raises `NonFiniteLossError` naming `step` when a weight, or the encoder's output on `probe`, is not finite.
+
+    The train step refuses a step whose loss or gradients are not finite,
+    but the step that makes the weights unusable (too large for a forward
+    pass) has a finite loss; `train_objective` runs this check before each
+    backup save and at the end of a run.
+
+    Args:
+        model: the siamese model being trained (its `encoder` runs on `probe`).
+        probe: the encoder's input features for a few texts (`encoder.preprocessor(texts)`).
+        step: int. The training steps done, for the message.
+    """
+    bad = next((v.path for v in model.trainable_variables if not np.all(np.isfinite(v.numpy()))), None)
+    what = f"the weight {bad} is" if bad else None
+    output = None if bad else ops.convert_to_numpy(ops.cast(model.encoder(probe, training=False), "float32"))
+    if output is not None and not np.all(np.isfinite(output)):
+        what = "the encoder's output on two training texts is"
+    if what:
+        raise NonFiniteLossError(
+            f"Training stopped after step {step}: {what} not finite (NaN or infinite), so the model is not "
+            "saved from this state and any backup keeps the last good one; lower the learning rate."
+        )
 
 
 class LabelRangeError(ValueError):
@@ -100,24 +129,6 @@ def check_labels(labels, ok, needs, where):
         )
 
 
-def rows(value):
-    """The number of rows of an array, tensor or list (None when it has none)."""
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        return int(shape[0]) if len(shape) and shape[0] is not None else None
-    return len(value) if isinstance(value, (list, tuple)) else None
-
-
-def check_batched(dataset, argument):
-    """Raises a `ValueError` naming `argument` when `dataset` yields single examples."""
-    specs = [s for s in tf.nest.flatten(dataset.element_spec) if hasattr(s, "shape")]
-    if any(s.shape.rank == 0 for s in specs):
-        raise ValueError(
-            f"The tf.data.Dataset passed as `{argument}` yields single examples (an element has shape ()); "
-            "`fit` takes batches: batch it first, e.g. `dataset.batch(16)`."
-        )
-
-
 def check_fit_inputs(model, x, y=None, sample_weight=None, validation_data=None):
     """Checks what `fit` received against `model`, naming the bad argument.
 
@@ -126,34 +137,43 @@ def check_fit_inputs(model, x, y=None, sample_weight=None, validation_data=None)
         x: text columns (tuple/list in role order or dict) or a dataset.
         y: labels or None.
         sample_weight: per-row weights or None.
-        validation_data: a dataset or a tuple, or None.
+        validation_data: a dataset or a tuple `(x, y[, sample_weight])`, or None.
 
     Raises:
-        ValueError: an unbatched dataset, or arrays of different lengths.
-        LabelRangeError: a label outside `model.label_range()`.
+        ValueError: an unbatched dataset, arrays of different lengths, the
+            wrong number of text columns, an empty column, a `None` text,
+            labels not of shape `(n,)` (`fit_inputs`).
+        TypeError: labels or texts of the wrong type.
+        LabelRangeError: a label (of `y` or `validation_data`) outside
+            `model.label_range()`.
     """
     if isinstance(validation_data, tf.data.Dataset):
         check_batched(validation_data, "validation_data")
+    elif isinstance(validation_data, (tuple, list)):
+        vx, vy, vsw = keras.utils.unpack_x_y_sample_weight(tuple(validation_data))
+        _check_arrays(model, vx, vy, vsw, ("validation_data[0]", "validation_data[1]", "validation_data[2]"))
     if isinstance(x, tf.data.Dataset):
         check_batched(x, "x")
         return
-    if isinstance(x, dict):
-        columns = {f"x[{key!r}]": value for key, value in x.items()}
-    elif isinstance(x, (tuple, list)) and not all(isinstance(v, str) for v in x):
-        columns = {f"x[{i}] ({role})": value for i, (role, value) in enumerate(zip(model.active_roles, x))}
-    else:
-        columns = {"x": x}
-    columns.update({"y": y, "sample_weight": sample_weight})
+    _check_arrays(model, x, y, sample_weight, ("x", "y", "sample_weight"))
+
+
+def _check_arrays(model, x, y, sample_weight, names):
+    """The checks of `check_fit_inputs` on one `(x, y, sample_weight)`, named by `names`."""
+    spec = model.label_range()
+    columns = check_text_columns(x, model.active_roles, names[0])
+    if y is not None:
+        check_label_array(y, names[1], one_per_row=spec is not None)
+    columns.update({names[1]: y, names[2]: sample_weight})
     counts = {name: rows(value) for name, value in columns.items() if value is not None}
     counts = {name: count for name, count in counts.items() if count is not None}
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"`{name}` has {count}" for name, count in counts.items())
         raise ValueError(f"`fit` needs one row per example in every input; {listed} rows.")
-    spec = model.label_range()
     if y is not None and spec is not None:
         where = f"{type(model).__name__} (loss {loss_name(model.loss)})"
         try:
-            check_labels(y, lambda labels: spec.ok(labels), spec.what, f"`y`: {where}")
+            check_labels(y, lambda labels: spec.ok(labels), spec.what, f"`{names[1]}`: {where}")
         except LabelRangeError as error:
             raise LabelRangeError(f"{error} {spec.hint}".strip()) from None
 
@@ -298,6 +318,9 @@ class CheckedTraining:
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, **kwargs):
         """Keras' `fit` (KerasHub's argument order), after `check_fit_inputs`, stopping at the first refused step."""
         check_fit_inputs(self, x, y, sample_weight, validation_data)
+        if isinstance(x, tf.data.Dataset):
+            # A dataset comes batched and in its order: Keras' default `shuffle=True` would only warn.
+            kwargs.setdefault("shuffle", False)
         self._fit_position = FitPosition()
         callbacks = kwargs.pop("callbacks", None)
         if isinstance(callbacks, keras.callbacks.CallbackList):

@@ -34,6 +34,7 @@ from sbert_keras.data import readers as data
 from sbert_keras.losses.pair_scores import CoSENTLoss
 from sbert_keras.losses.pair_scores import OnlineContrastiveLoss
 from sbert_keras.training import fit_checks
+from sbert_keras.training import fit_inputs
 from sbert_keras.training import siamese
 from sbert_keras.training.cached_siamese import CachedContrastiveSiamese
 from sbert_keras.training.cached_siamese import check_mini_batch_size
@@ -135,9 +136,11 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3, har
         implies them (triplet, contrastive, distill).
 
     Raises:
-        TypeError: examples of the wrong kind (e.g. NLI pairs for regression).
-        ValueError: no examples, or a label outside the objective's range,
-            naming the first bad item.
+        TypeError: examples of the wrong kind (e.g. NLI pairs for regression),
+            a text field given as one string, labels that are not numbers.
+        ValueError: no examples, fields of different lengths, labels not of
+            shape `(n,)`, or a label outside the objective's range, naming
+            the first bad item (`fit_inputs.check_examples`).
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"`objective` must be one of {OBJECTIVES}. Received {objective!r}.")
@@ -154,6 +157,7 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3, har
     kind, what = EXPECTED_EXAMPLES[objective]
     if not isinstance(examples, kind):
         raise TypeError(f"The {objective} objective trains on {what}; received {type(examples).__name__}.")
+    fit_inputs.check_examples(examples)
     if not len(examples):
         raise ValueError(f"The {objective} objective received no training examples.")
     pairs = [getattr(examples, "sentence_a", None), getattr(examples, "sentence_b", None)]

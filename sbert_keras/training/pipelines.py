@@ -148,7 +148,7 @@ def split_to_count(batches, count):
 
 
 class PassPlans:
-    """The row batches of each pass over the data, drawn in pass order (what `_planned` yields).
+    """The row batches of each pass over the data (what `_planned` yields).
 
     The plan of pass `p` comes from `np.random.default_rng([seed, p])` (or
     one unseeded generator). A no-duplicates plan's number of batches depends
@@ -176,15 +176,21 @@ class PassPlans:
         self.ahead = [self.draw() for _ in range(passes or 0)] if codes is not None else []
         self.num_batches = -(-n // batch_size) if codes is None else max(map(len, self.ahead), default=None)
 
-    def draw(self):
-        """The next pass's plan, as drawn (a list of int64 arrays)."""
+    def draw(self, index=None):
+        """Pass `index`'s plan (the next pass's when None), as drawn (a list of int64 arrays)."""
+        index = self.drawn if index is None else index
         order = np.arange(self.n)
         if self.shuffle:
-            order = (self.rng or np.random.default_rng([self.seed, self.drawn])).permutation(self.n)
-        self.drawn += 1
+            order = (self.rng or np.random.default_rng([self.seed, index])).permutation(self.n)
+        self.drawn = max(self.drawn, index + 1)
         if self.codes is not None:
             return no_duplicate_batches(self.codes, self.batch_size, order)
         return [order[i : i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+
+    def plan(self, index):
+        """The plan of pass `index` (from 0), `num_batches` long when that is known: the same in every process."""
+        plan = self.ahead[index] if index < len(self.ahead) else self.draw(index)
+        return plan if self.num_batches is None else split_to_count(plan, self.num_batches)
 
     def next_pass(self):
         """The plan of the pass that starts now, `num_batches` long when that is known."""
@@ -213,6 +219,7 @@ def siamese_dataset(
     label_dtype="float32",
     objective=None,
     epochs=None,
+    passes=None,
 ):
     """A `tf.data.Dataset` of `(features, labels)` for a siamese model, its number of batches known.
 
@@ -237,13 +244,19 @@ def siamese_dataset(
             ahead, so that each has the same number of batches (`PassPlans`);
             None: its cardinality stays unknown. The other batchings always
             have the same number of batches.
+        passes: `range` or None. None: each iteration of the dataset is
+            one pass, in a new order. A range (of pass indices from 0, e.g.
+            `range(2, epochs)`): one iteration yields these passes back to
+            back, each in the order of its index and the seed, whatever ran
+            before, so that a resumed run sees the batches an uninterrupted
+            one would (`fit` it with `steps_per_epoch` = one pass's batches).
 
     Returns:
         A dataset whose features are `{f"{role}_{name}": int32 tensor}`, the
         layout every `SiameseModel` takes; each batch is padded to a length
         of `defaults.BUCKETS` (or `sequence_length`). `ds.cardinality()` is
         the number of batches of every pass (unknown only for
-        `"no_duplicates"` without `epochs`).
+        `"no_duplicates"` without `epochs`), times `len(passes)` with `passes`.
 
     Example:
     ```python
@@ -263,11 +276,11 @@ def siamese_dataset(
     if len(labels) != n:
         raise ValueError(f"Got {len(labels)} labels for {n} examples.")
     if batching == "bucket":
-        ds = _bucketed(columns, labels, preprocessor, roles, batch_size, shuffle, seed)
+        ds = _bucketed(columns, labels, preprocessor, batch_size, shuffle, seed, passes)
     else:
         codes = text_codes(columns) if batching == "no_duplicates" else None
         plans = PassPlans(n, batch_size, shuffle, seed, codes, epochs)
-        ds = _planned(columns, labels, preprocessor, plans)
+        ds = _planned(columns, labels, preprocessor, plans, passes)
 
     def to_features(ids, y):
         features = {}
@@ -279,41 +292,59 @@ def siamese_dataset(
     return ds.map(to_features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def _bucketed(columns, labels, preprocessor, roles, batch_size, shuffle, seed):
-    """Length-bucketed batches of `(ids per role, labels)`."""
+def _bucketed(columns, labels, preprocessor, batch_size, shuffle, seed, passes=None):
+    """Length-bucketed batches of `(ids per role, labels)` (of `passes`, see `siamese_dataset`)."""
     n = len(labels)
     pad = preprocessor.tokenizer.pad_token_id
-    ds = tf.data.Dataset.from_tensor_slices((tuple(columns), labels))
-    if shuffle:
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    texts = [tf.constant(c, tf.string) for c in columns]
+    targets = tf.constant(labels)
 
-    def tokenize(texts, y):
-        ragged = [preprocessor.ragged_token_ids(t)[0] for t in texts]
+    def tokenize(index):
+        ragged = [preprocessor.ragged_token_ids(tf.gather(t, index))[0] for t in texts]
+        y = tf.gather(targets, index)
         return tuple(r.to_tensor(pad) for r in ragged), tuple(r.row_lengths() for r in ragged), y
 
     def trim(ids, lengths, y):
         return tuple(t[:n] for t, n in zip(ids, lengths, strict=True)), y
 
-    # Tokenise in large batches (fast), then split back into examples.
-    ds = ds.batch(1024).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.unbatch().map(trim, num_parallel_calls=tf.data.AUTOTUNE)
     boundaries = bucket_boundaries(preprocessor.sequence_length)
-    ds = ds.bucket_by_sequence_length(
-        element_length_func=lambda ids, y: tf.reduce_max([tf.shape(t)[0] for t in ids]),
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-        padding_values=(tuple(tf.constant(pad, tf.int32) for _ in columns), None),
-        pad_to_bucket_boundary=True,
-    )
+
+    def one_pass(order):
+        # Tokenise in large batches (fast), then split back into examples.
+        ds = order.batch(1024).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.unbatch().map(trim, num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.bucket_by_sequence_length(
+            element_length_func=lambda ids, y: tf.reduce_max([tf.shape(t)[0] for t in ids]),
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            padding_values=(tuple(tf.constant(pad, tf.int32) for _ in columns), None),
+            pad_to_bucket_boundary=True,
+        )
+
     count = bucket_batch_count(row_lengths(columns, preprocessor), preprocessor.sequence_length, batch_size)
-    return ds.apply(tf.data.experimental.assert_cardinality(count))
+    if passes is None:
+        order = tf.data.Dataset.range(n)
+        if shuffle:
+            order = order.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        return one_pass(order).apply(tf.data.experimental.assert_cardinality(count))
+    pass_seed = np.random.randint(2**31) if seed is None else seed
+
+    def pass_order(index):
+        if not shuffle:
+            return tf.data.Dataset.range(n)
+        keys = tf.random.stateless_uniform([n], seed=tf.stack([tf.constant(pass_seed, tf.int64), index]))
+        return tf.data.Dataset.from_tensor_slices(tf.argsort(keys, stable=True))
+
+    ds = tf.data.Dataset.range(passes.start, passes.stop).flat_map(lambda index: one_pass(pass_order(index)))
+    return ds.apply(tf.data.experimental.assert_cardinality(count * len(passes)))
 
 
-def _planned(columns, labels, preprocessor, plans):
+def _planned(columns, labels, preprocessor, plans, passes=None):
     """Batches of the row plans of a `PassPlans`, one plan per pass, padded to a bucket length.
 
     A seed gives the same batches each run; `dataset.skip(k)` (a resumed
-    backup) skips the first pass's first `k` batches.
+    backup) skips the first pass's first `k` batches. With `passes`, one
+    iteration yields those passes' plans (`PassPlans.plan`).
     """
     pad = preprocessor.tokenizer.pad_token_id
     widths = tf.constant([b - 1 for b in bucket_boundaries(preprocessor.sequence_length)], tf.int64)
@@ -329,8 +360,14 @@ def _planned(columns, labels, preprocessor, plans):
         return ids, tf.gather(targets, index)
 
     def plan():
-        yield from plans.next_pass()
+        if passes is None:
+            yield from plans.next_pass()
+            return
+        for index in passes:
+            yield from plans.plan(index)
 
     ds = tf.data.Dataset.from_generator(plan, output_signature=tf.TensorSpec([None], tf.int64))
     ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds if plans.num_batches is None else ds.apply(tf.data.experimental.assert_cardinality(plans.num_batches))
+    if plans.num_batches is None:
+        return ds
+    return ds.apply(tf.data.experimental.assert_cardinality(plans.num_batches * len(passes or [0])))

@@ -32,6 +32,8 @@ from sbert_keras.losses import replicas
 from sbert_keras.model.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.training import distributed
 from sbert_keras.training.backup import RunBackup
+from sbert_keras.training.backup import resumed_fits
+from sbert_keras.training.fit_checks import check_finite_weights
 from sbert_keras.training.objectives import LABEL_DTYPES
 from sbert_keras.training.objectives import MODEL_CLASSES  # noqa: F401 (public here too)
 from sbert_keras.training.objectives import array_sha256
@@ -215,10 +217,12 @@ def train_objective(
     call interrupted at any point resumes when run again with the same
     configuration and data, past the steps already done. The returned
     history covers every epoch, including those before an interruption.
-    As with Keras's `BackupAndRestore`, a resumed process shuffles from the
-    seed's first order: a run killed in its first epoch resumes with exactly
-    the batches not yet seen; one killed in a later epoch skips as many
-    batches as were done, of that first order.
+    A resumed run equals the uninterrupted one: the backup holds the
+    weights, the optimizer, the dropout's seed states, the history and the
+    epoch's running loss, and each epoch's batch order is fixed by the seed
+    and the epoch (`siamese_dataset`'s `passes`). A run whose loss or
+    weights stop being finite stops with a `fit_checks.NonFiniteLossError`
+    naming the step; the backup keeps the last good state.
 
     Args:
         objective: str. One of `defaults.OBJECTIVES`: `"regression"`,
@@ -297,19 +301,26 @@ def train_objective(
     seed_everything(seed)  # the new head's initial weights
     model = build_model(objective, encoder, {**model_kwargs, **extra})
     seed_everything(seed, model)  # and the dropout of the encoder, built earlier
-    dataset = siamese_dataset(
-        columns,
-        labels,
-        encoder.preprocessor,
-        model.active_roles,
-        batch_size=batch_size,
-        seed=seed,
-        label_dtype=LABEL_DTYPES.get(objective, "float32"),
-        objective=objective,
-        batching=batching,
-        epochs=epochs,
-    )
-    steps = int(dataset.cardinality())  # every epoch's; the schedule ends (lr 0) just after the last
+
+    def dataset_of(passes):
+        """The batches of these passes (epochs), each in its own order: a resumed run sees the same batches."""
+        dataset = siamese_dataset(
+            columns,
+            labels,
+            encoder.preprocessor,
+            model.active_roles,
+            batch_size=batch_size,
+            seed=seed,
+            label_dtype=LABEL_DTYPES.get(objective, "float32"),
+            objective=objective,
+            batching=batching,
+            epochs=epochs,
+            passes=passes,
+        )
+        return distributed.shard_by_data(dataset) if tf.distribute.has_strategy() else dataset
+
+    dataset = dataset_of(range(epochs))
+    steps = int(dataset.cardinality()) // epochs  # every epoch's; the schedule ends (lr 0) just after the last
     loss = objective_loss(objective)
     replicas_in_sync = tf.distribute.get_strategy().num_replicas_in_sync
     if clipnorm and replicas_in_sync > 1:
@@ -320,7 +331,6 @@ def train_objective(
             "(`--clip-norm 0`)."
         )
     if tf.distribute.has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
-        dataset = distributed.shard_by_data(dataset)
         loss = replicas.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)
     optimizer = paper_optimizer(epochs * steps, learning_rate, warmup_fraction, weight_decay, clipnorm)
     model.compile(optimizer=optimizer, loss=loss)
@@ -331,7 +341,12 @@ def train_objective(
     if dev is not None:
         all_callbacks.append(dev_callback(objective, model, dev, verbose=int(bool(verbose))))
     backup = None
-    fits = [(dataset, epochs)]
+    probe = model.encoder.preprocessor([str(text) for text in list(columns[0])[:2]])  # two training texts
+
+    def check(epoch, steps_done):  # before each backup save, and at the end
+        check_finite_weights(model, probe, epoch * steps + steps_done)
+
+    fits = [(dataset, {"epochs": epochs, "steps_per_epoch": steps})]
     if output_dir is not None:
         fingerprint = run_fingerprint(
             objective,
@@ -350,21 +365,22 @@ def train_objective(
             model_kwargs=model_kwargs,
             **(run_info or {}),
         )
-        backup = RunBackup(os.path.join(output_dir, "backup"), fingerprint, save_freq, overwrite)
-        state = backup.state() or {"epoch": 0, "steps_done": 0}
-        if state["steps_done"] and state["epoch"] < epochs:
-            # Resume mid-epoch: first the rest of that epoch, then the others.
-            backup.steps_done = state["steps_done"]
-            fits.insert(0, (dataset.skip(state["steps_done"]), state["epoch"] + 1))
+        backup = RunBackup(os.path.join(output_dir, "backup"), fingerprint, save_freq, overwrite, check=check)
+        state = backup.restore(model, epochs, steps) or {"epoch": 0, "steps_done": 0}
+        fits = resumed_fits(dataset_of, dataset, state["epoch"], state["steps_done"], epochs, steps)
         done = state["epoch"] * steps + state["steps_done"]
         all_callbacks += [StepLog(os.path.join(output_dir, TRAINING_LOG), start_step=done), backup]
     all_callbacks.extend(callbacks)
-    for fit_data, fit_epochs in fits:
-        history = model.fit(fit_data, epochs=fit_epochs, callbacks=all_callbacks, verbose=verbose, shuffle=False)
+    history = keras.callbacks.History()
+    for fit_data, fit_kwargs in fits:
+        history = model.fit(fit_data, callbacks=all_callbacks, verbose=verbose, shuffle=False, **fit_kwargs)
+    if backup is None:
+        check(epochs, 0)  # the backup checks at each save, the last one included
     keras_training.set_initial_epoch(model, None)  # Keras would start a later `fit` at the restored epoch.
     if backup is not None:
         history.history = backup.history
         history.epoch = list(range(len(next(iter(backup.history.values()), []))))
+        history.set_model(model)
         if not keep_backup:
             backup.delete()
     return model, history
