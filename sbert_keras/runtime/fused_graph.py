@@ -257,7 +257,7 @@ class FusedWeights:
         self.precision = precision
         sources = list(backbone.weights)
         compute = tf.function(lambda: compute_weights(backbone, precision, int8_stats, int8_recipe, host))
-        initial = compute()
+        initial = compute_weights(backbone, precision, int8_stats, int8_recipe, host)  # eager: no trace up front
         self._structure = tf.nest.map_structure(lambda _: None, initial)
         # A tf.Module, so an export archive can track (and save) the variables.
         self.module = tf.Module(name=f"fused_weights_{precision}")
@@ -275,14 +275,13 @@ class FusedWeights:
             stride = np.linspace(0, size - 1, SAMPLES_PER_VARIABLE // 2).astype("int64")
             picks.append(np.concatenate([stride, rng.integers(0, size, SAMPLES_PER_VARIABLE // 2)]))
 
-        @tf.function
         def fingerprint():
             return tf.concat(
                 [tf.cast(tf.gather(tf.reshape(v.value, [-1]), idx), "float32") for v, idx in zip(sources, picks)],
                 axis=0,
             )
 
-        self._refresh, self._fingerprint = refresh, fingerprint
+        self._refresh, self._fingerprint = refresh, tf.function(fingerprint)
         self._last = tf.Variable(fingerprint(), trainable=False)
         self.watch = weight_writes.WriteWatch(sources)
         self.version = 0  # bumped by each refresh (graphs that cache weights re-trace)
