@@ -3,7 +3,9 @@
 The public names below are imported lazily (PEP 562 `__getattr__`): `import
 sbert_keras` alone does not import TensorFlow, so an entry point such as
 `sbert-keras` (`sbert_keras.cli.parser:main`) can set TensorFlow's logging
-environment first (`sbert_keras.utils.console`). Every custom Keras object
+environment first (`sbert_keras.utils.console`); when one of its modules is
+what imports TensorFlow, TensorFlow's start-up log lines are kept off the
+console (`sbert_keras.utils.tf_startup`). Every custom Keras object
 is registered all the same for `keras.saving.load_model`, whichever of
 `keras` and `sbert_keras` is imported first: with Keras (or TensorFlow)
 already imported, `import sbert_keras` imports every module at once;
@@ -54,8 +56,17 @@ __version__ = "0.1.0"
 
 from sbert_keras.utils import import_hooks  # noqa: E402 (after the backend check)
 from sbert_keras.utils import module_paths  # noqa: E402
+from sbert_keras.utils import tf_startup  # noqa: E402
 
 module_paths.install(__name__)
+# When a module of this package is what imports TensorFlow first, its start-up log
+# lines are held and XLA's disk cache is set (`utils.tf_startup`); a user's own
+# `import tensorflow` is left alone.
+import_hooks.import_inside(
+    "tensorflow",
+    tf_startup.importing_tensorflow,
+    lambda: import_hooks.importing(__name__, submodules_only=True),
+)
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -124,6 +135,7 @@ def __getattr__(name):
     for module in dict.fromkeys(_EXPORTS.values()):  # all, so every class registers
         module = importlib.import_module(f"sbert_keras.{module}")
         globals().update({k: getattr(module, k) for k, m in _EXPORTS.items() if f"sbert_keras.{m}" == module.__name__})
+    tf_startup.list_devices()  # the cuInit line, held (`utils.tf_startup`)
     return globals()[name]
 
 

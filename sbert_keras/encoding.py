@@ -244,7 +244,9 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
                 AVX512-BF16/AMX, float16 on a GPU, else float32; always the
                 fastest that passes the self-check), `"float32"` (exact,
                 whatever the training policy), `"bfloat16"` or `"float16"`
-                (low-precision matmuls, float32 elsewhere).
+                (low-precision matmuls, float32 elsewhere; `"float16"` without
+                a GPU runs as bfloat16, or float32 on CPUs without
+                AVX512-BF16/AMX, with one warning).
             prompt: str or None. A prefix prepended to every text (e.g.
                 `"query: "`); `""` for none. Wins over `prompt_name`.
             prompt_name: str or None. A key of `encoder.prompts`. With

@@ -56,6 +56,26 @@ def test_verdicts_are_reused_by_a_later_encoder_with_the_same_weights(tmp_path, 
         other.encode(TEXTS, precision="float32")
 
 
+def test_the_verdict_key_follows_every_weight_element(monkeypatch):
+    monkeypatch.setattr(cold_start, "KEY_SAMPLES", 2)  # a few elements' bits, and the sum of all
+    encoder = tiny_encoder(seed=8)
+    key = cold_start.model_key(encoder)
+    assert cold_start.model_key(tiny_encoder(seed=8)) == key
+    variable = max(encoder.weights, key=lambda v: int(np.prod(v.shape)))
+    values = variable.numpy()
+    values.reshape(-1)[1] += 1e-3  # one element, not a sampled one
+    variable.assign(values)
+    assert cold_start.model_key(encoder) != key
+
+
+def test_the_status_line_says_the_work_is_kept_for_later_processes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    tiny_encoder(seed=9).encode(TEXTS[0], precision="float32")
+    (doing, done) = capsys.readouterr().err.splitlines()
+    assert str(tmp_path) in doing and "later processes" in doing
+    assert re.fullmatch(r"sbert_keras: '\w+' ready in \d+\.\d s", done)
+
+
 def test_a_stored_failure_warns_and_keeps_the_keras_graph(tmp_path, monkeypatch):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     encoder = tiny_encoder(seed=6)

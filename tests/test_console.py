@@ -136,8 +136,8 @@ def test_quiet_tensorflow_drops_notices_and_keeps_everything_else(fake_tensorflo
     assert result.returncode == 0, result.stderr
     assert result.stdout == "2\n"
     assert result.stderr.splitlines() == [
+        "a Python warning while importing",  # Python's stderr is not held: it comes as it happens
         REAL_ERRORS[0],
-        "a Python warning while importing",
         "E0000 00:00:1.0    1 util.cc:131] a later line is never filtered: cuInit",
     ]
 
@@ -154,6 +154,67 @@ def test_a_failed_import_shows_everything(fake_tensorflow):
     for line in NOTICES[:5] + REAL_ERRORS[:1]:
         assert line in result.stderr
     assert "ImportError: broken TensorFlow install" in result.stderr
+
+
+def test_held_lines_come_back_without_the_startup_notices(capfd):
+    with console.startup_lines_held():
+        for line in NOTICES + REAL_ERRORS[:2]:
+            os.write(2, (line + "\n").encode())
+        print("a Python line", file=sys.stderr)
+    assert capfd.readouterr().err.splitlines() == ["a Python line", *REAL_ERRORS[:2]]
+
+
+def test_held_lines_all_come_back_when_the_block_fails(capfd):
+    with pytest.raises(ValueError), console.startup_lines_held():
+        os.write(2, (NOTICES[5] + "\n").encode())
+        raise ValueError("a user's error")
+    assert capfd.readouterr().err.splitlines() == [NOTICES[5]]
+
+
+def test_held_warnings_can_be_kept(capfd):
+    warning = "W0000 00:00:1.0    1 cpu_allocator_impl.cc:83] Allocation of 4096 exceeds 10% of free memory."
+    with console.startup_lines_held(keep_warnings=True):
+        os.write(2, (warning + "\n" + NOTICES[1] + "\n").encode())
+    assert capfd.readouterr().err.splitlines() == [warning]
+
+
+# A user's script: load a tiny model folder and encode one text, twice (new shapes, a second call).
+USER_SCRIPT = """
+import sbert_keras
+encoder = sbert_keras.SentenceEncoder.from_preset({folder!r})
+print(len(encoder.encode(["a short text"])), len(encoder.encode(["one", "two texts"])))
+"""
+
+
+@pytest.mark.parametrize("first", ["", "import tensorflow\n"], ids=["package-imports-tf", "user-imports-tf"])
+def test_a_plain_session_prints_no_tensorflow_line_it_did_not_cause(tmp_path, first):
+    script = first + USER_SCRIPT.format(folder=str(ROOT / "tests" / "fixtures" / "distilbert-dense" / "model"))
+    env = {"SBERT_KERAS_CACHE_DIR": str(tmp_path)}  # cold, then warm: XLA's disk cache read back
+    for _ in range(2):
+        result = run([sys.executable, "-c", script], extra_env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.split() == ["1", "2"], result.stdout
+        err = result.stderr
+        if first:  # the user's own `import tensorflow` logs its load-time lines: those stay
+            err = "\n".join(
+                line
+                for line in err.splitlines()
+                if not re.search(
+                    r"port\.cc|cudart_stub|cpu_feature|"
+                    r"absl::InitializeLog|To enable the following",
+                    line,
+                )
+            )
+        assert not TF_LOG_LINE.search(err), err
+        assert re.search(r"sbert_keras: '\w+' ready in", err)  # the status line is not held
+
+
+def test_the_users_log_level_is_left_alone(tmp_path):
+    script = USER_SCRIPT.format(folder=str(ROOT / "tests" / "fixtures" / "distilbert-dense" / "model"))
+    script += "import os; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])\n"
+    result = run([sys.executable, "-c", script], extra_env={"TF_CPP_MIN_LOG_LEVEL": "1", "SBERT_KERAS_CACHE_DIR": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1] == "1"
 
 
 def test_importing_the_package_leaves_logging_and_tensorflow_alone():

@@ -63,3 +63,29 @@ def test_importing_sees_a_module_under_way(module_dir):
 
     assert hooked_pkg.SELF and not hooked_pkg.SUBMODULES and hooked_pkg.inner.SUBMODULES
     assert not import_hooks.importing("hooked_pkg")
+
+
+def test_import_inside_wraps_the_first_import_only_when_asked(module_dir):
+    import contextlib
+
+    (module_dir / "hooked_c.py").write_text("import sys\nINSIDE = sys.modules['_around_flag'].value\n")
+    (module_dir / "hooked_d.py").write_text("import sys\nINSIDE = sys.modules['_around_flag'].value\n")
+    flag = type(sys)("_around_flag")
+    flag.value = False
+    sys.modules["_around_flag"] = flag
+
+    @contextlib.contextmanager
+    def around():
+        flag.value = True
+        yield
+        flag.value = False
+
+    try:
+        import_hooks.import_inside("hooked_c", around, lambda: True)
+        import_hooks.import_inside("hooked_d", around, lambda: False)
+        import hooked_c
+        import hooked_d
+    finally:
+        del sys.modules["_around_flag"]
+    assert hooked_c.INSIDE and not hooked_d.INSIDE and not flag.value
+    assert not any(isinstance(finder, import_hooks._AroundImportFinder) for finder in sys.meta_path)

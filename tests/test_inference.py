@@ -156,6 +156,34 @@ def test_a_gpu_host_picks_float16_and_neither_xnnpack_nor_xla(on_host):
     assert engine.verdicts.get("XNNPACK int8", "int8") is None
 
 
+@pytest.mark.parametrize(("flags", "runs"), [({"avx512_bf16", "avx512f"}, "bfloat16"), ({"avx2", "fma"}, "float32")])
+def test_float16_without_a_gpu_runs_as_what_the_cpu_has_with_one_warning(on_host, flags, runs):
+    assert Host(flags).runnable_precision("float16") == runs
+    assert Host(flags, gpu=True).runnable_precision("float16") == "float16"
+    encoder = tiny_encoder()
+    engine = on_host(encoder, cpu_flags=flags)
+    with pytest.warns(UserWarning, match=rf"precision='float16' has no fast kernels on a CPU.*runs in {runs} instead"):
+        vectors = encoder.encode(TEXTS, precision="float16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per encoder
+        assert engine.route("float16") == ("fused", runs)
+        assert engine.plan("float16") == ("fused", runs)  # the SavedModel too
+        np.testing.assert_allclose(vectors, encoder.encode(TEXTS, precision=runs), atol=1e-6)
+
+
+def test_a_few_texts_after_a_single_query_reuse_its_graph(on_host):
+    encoder = tiny_encoder()
+    engine = on_host(encoder, cpu_flags={"avx512_bf16", "avx512f"})
+    encoder.encode(TEXTS[0])  # one text: the XLA single-query runner, whose graph holds the bfloat16 fused graph
+    functions = dict(engine.graphs.strings._functions)
+    few, _ = engine.query(TEXTS[:3])
+    assert engine.graphs.strings._functions == functions  # nothing traced again
+    route, precision = engine.select("auto", "few")
+    assert (route.kind, precision) == ("fused", "bfloat16")
+    own, _, _ = route.build(precision).query(TEXTS[:3])  # what the fused route's own runner computes
+    np.testing.assert_allclose(few, own, atol=1e-6)
+
+
 def test_a_failing_route_falls_back_with_one_warning_and_is_not_checked_again(on_host, monkeypatch):
     encoder = tiny_encoder()
     engine = on_host(encoder, cpu_flags={"avx2", "avx512_bf16"})

@@ -14,6 +14,7 @@ import argparse
 
 from sbert_keras.cli.parser import command_function
 from sbert_keras.utils import console
+from sbert_keras.utils import tf_startup
 
 CORPUS = [
     "A man is eating food.",
@@ -51,6 +52,7 @@ def main(argv=None):
     parser.add_argument("--model", default=None, help="preset name or local folder")
     args = parser.parse_args(argv)
     model = args.model or default_model()
+    tf_startup.enable_xla_cache()  # read once, when TensorFlow loads
     console.quiet_tensorflow()  # before TensorFlow is first imported
     command_function("sbert_keras.cli.demo_steps:run")(model)
 

@@ -35,6 +35,7 @@ from sbert_keras.cli.flag_types import training_precision  # noqa: F401 (importa
 from sbert_keras.integrations import beam_arguments
 from sbert_keras.utils import console
 from sbert_keras.utils import defaults
+from sbert_keras.utils import tf_startup
 
 DESCRIPTION = """\
 Sentence embeddings with Keras 3 and KerasHub (Sentence-BERT): fine-tune an
@@ -228,6 +229,7 @@ def import_command(args):
     """
     starting = "tensorflow" not in sys.modules
     with console.status("sbert-keras: starting TensorFlow ...", "sbert-keras: TensorFlow started", starting):
+        tf_startup.enable_xla_cache()  # read once, when TensorFlow loads
         console.quiet_tensorflow()  # sets TensorFlow's logging environment before anything imports it
         try:
             return command_function(args.fn)

@@ -3,18 +3,23 @@
 The first call of an encoder in a process checks each fast path against the
 float32 Keras graph (`sbert_keras.runtime.engine`) and compiles graphs (XLA for
 single queries, TFLite for int8): seconds on all-MiniLM-L6-v2, tens of
-seconds on a base-size model. Three things make that bearable:
+seconds on a base-size model. Four things make that bearable:
 
 - `status`: one line on stderr when that work starts and one when it ends
   (`encode`, the CLI, `SentenceEncoder.warmup`), so a long first call is
   not mistaken for a hang;
 - `VerdictCache`: each verdict is kept on disk, keyed by a digest of the
-  model's weights and architecture, the library versions and the CPU, so a
+  model's weights (`weights_digest`: a strided sample and the sum of each
+  weight, milliseconds where hashing every byte of a base-size model takes
+  about a second) and architecture, the library versions and the CPU, so a
   later process with the same model skips the probe runs (a fast path that
   failed keeps failing, with its warning);
-- `enable_xla_cache`: TensorFlow's persistent XLA compilation cache
-  (`--tf_xla_persistent_cache_directory` in `TF_XLA_FLAGS`), set when the
-  user has not set one and before this process compiles anything.
+- `enable_xla_cache` (`sbert_keras.utils.tf_startup`): TensorFlow's
+  persistent XLA compilation cache (`--tf_xla_persistent_cache_directory`
+  in `TF_XLA_FLAGS`), set when the user has not set one, before TensorFlow
+  loads when sbert_keras imports it (TensorFlow reads it only then);
+- `first_call`: the status line, and TensorFlow's one-off log lines of a
+  first call held off the console (`console.startup_lines_held`).
 
 The cache lives in `$SBERT_KERAS_CACHE_DIR`, by default
 `~/.cache/sbert_keras`; an empty `SBERT_KERAS_CACHE_DIR` turns both caches
@@ -31,40 +36,19 @@ import warnings
 
 import keras
 import keras_hub
+import numpy as np
 import tensorflow as tf
 
-from sbert_keras.runtime import weight_writes
 from sbert_keras.utils import console
 from sbert_keras.utils import hardware
+from sbert_keras.utils import tf_startup
 
-CACHE_ENV = "SBERT_KERAS_CACHE_DIR"
-XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
-
-
-def cache_dir():
-    """The cache folder (`$SBERT_KERAS_CACHE_DIR`, default `~/.cache/sbert_keras`), or None when off."""
-    folder = os.environ.get(CACHE_ENV)
-    if folder is None:
-        folder = os.path.join(os.path.expanduser("~"), ".cache", "sbert_keras")
-    return folder or None
-
-
-def enable_xla_cache():
-    """Adds TensorFlow's persistent XLA cache to `TF_XLA_FLAGS` unless the user set one (or the cache is off).
-
-    TensorFlow reads the flag at the process's first XLA compilation; later
-    settings have no effect, and nothing breaks.
-    """
-    folder = cache_dir()
-    flags = os.environ.get("TF_XLA_FLAGS", "")
-    if folder is None or XLA_CACHE_FLAG in flags:
-        return
-    xla = os.path.join(folder, "xla")
-    try:
-        os.makedirs(xla, exist_ok=True)
-    except OSError:
-        return
-    os.environ["TF_XLA_FLAGS"] = f"{flags} {XLA_CACHE_FLAG}={xla}".strip()
+CACHE_ENV = tf_startup.CACHE_ENV
+XLA_CACHE_FLAG = tf_startup.XLA_CACHE_FLAG
+# Elements of each weight read into the verdict cache's key (`weights_digest`).
+KEY_SAMPLES = 65536
+cache_dir = tf_startup.cache_dir
+enable_xla_cache = tf_startup.enable_xla_cache
 
 
 def _version(package):
@@ -72,6 +56,19 @@ def _version(package):
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+def weights_digest(variable):
+    """A SHA-256 of `variable`'s sum over every element and of up to `KEY_SAMPLES` elements' bits, strided.
+
+    A key, not a check: a trained or loaded model differs in every sampled
+    element. The full bytes of a base-size model take about a second to
+    hash; this takes milliseconds.
+    """
+    flat = np.ascontiguousarray(np.asarray(variable.numpy())).reshape(-1)
+    sample = flat[:: max(1, flat.size // KEY_SAMPLES)]
+    total = float(flat.sum(dtype="float64")) if flat.dtype.kind in "fiu" else 0.0
+    return hashlib.sha256(sample.tobytes() + repr(total).encode()).hexdigest()
 
 
 def model_key(encoder, host=None):
@@ -83,10 +80,9 @@ def model_key(encoder, host=None):
     """
     host = host or hardware.current_host()
     weights = encoder.weights
-    digests = tf.function(lambda: tf.stack([weight_writes.digest(v) for v in weights]))().numpy()
     facts = {
         "weights": [[list(v.shape), str(v.dtype)] for v in weights],  # not paths: names vary (`encoder_2`)
-        "digests": digests.tolist(),
+        "digests": [weights_digest(v) for v in weights],
         "backbone": type(encoder.backbone).__name__,
         "backbone_config": {k: v for k, v in encoder.backbone.get_config().items() if k != "name"},
         "pooling": encoder.pooling,
@@ -192,8 +188,34 @@ def status(encoder, precision, enabled=True, stream=None):
         enabled: bool. Write nothing when False.
         stream: a text stream (default `sys.stderr`).
     """
+    folder = cache_dir()
+    kept = f"kept in {folder} for later processes" if folder else "once per process"
     doing = (
-        f"sbert_keras: preparing {encoder.name!r} for {precision} inference "
-        "(self-checks and graph compilation, once per process; `encoder.warmup()` does it ahead)..."
+        f"sbert_keras: preparing {encoder.name!r} for {precision} inference (self-checks and graph "
+        f"compilation, {kept}; `encoder.warmup()` does it ahead)..."
     )
     return console.status(doing, f"sbert_keras: {encoder.name!r} ready", enabled, stream)
+
+
+@contextlib.contextmanager
+def first_call(encoder, precision, first, verbose):
+    """The context of a first call (of a precision, or of a request size): TensorFlow's one-off lines held.
+
+    The first graphs an encoder runs make TensorFlow log, once per process,
+    lines that are not the user's concern (`oneDNN supports DT_INT64 only on
+    platforms with AVX-512`, XLA's `Compiled cluster using XLA!`): they are
+    held and dropped (`console.startup_lines_held`); anything else is written
+    back. The status line (`status`) is written on the first call of a
+    precision only.
+
+    Args:
+        encoder: the `SentenceEncoder` being prepared.
+        precision: str. The requested precision.
+        first: bool. Whether this is a first call (else nothing is done).
+        verbose: bool. Write the status line (the engine asks for it on a precision's first call).
+    """
+    if not first:
+        yield
+        return
+    with status(encoder, precision, verbose), console.startup_lines_held(keep_warnings=True):
+        yield

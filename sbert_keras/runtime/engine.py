@@ -26,9 +26,13 @@ machine's by default):
 `"auto"` means float16 on a GPU, bfloat16 on a CPU with AVX512-BF16 or AMX,
 float32 otherwise (`Host.auto_precision`), and int8 for an encoder quantized
 by Keras where int8 matmuls are exact; always the fastest that passes.
+`"float16"` on a machine without a GPU runs as bfloat16 (or float32 without
+AVX512-BF16/AMX), with one warning (`Host.runnable_precision`): TensorFlow
+has no fast float16 matmul on a CPU.
 """
 
 import time
+import warnings
 
 import numpy as np
 
@@ -63,6 +67,23 @@ def resolve_precision(precision, host=None):
     return (host or hardware.current_host()).auto_precision() if precision == "auto" else precision
 
 
+def runnable_precision(precision, host, encoder, warned):
+    """`host.runnable_precision(precision)`; a redirection warns once per precision in `warned` (a set).
+
+    The warning names what runs instead (float16 on a CPU: bfloat16 or float32).
+    """
+    runs = host.runnable_precision(precision)
+    if runs != precision and precision not in warned:
+        warned.add(precision)
+        warnings.warn(
+            f"precision={precision!r} has no fast kernels on a CPU (TensorFlow's float16 matmuls run at "
+            f"about one text per second); {encoder.name!r} runs in {runs} instead. Pass "
+            f"precision={runs!r} (or 'auto') to silence this.",
+            stacklevel=6,
+        )
+    return runs
+
+
 class InferenceEngine:
     """Runs a `SentenceEncoder` for inference through the fastest route that passes its self-check.
 
@@ -86,8 +107,8 @@ class InferenceEngine:
         self.routes = {route.name: route(self.graphs, self.host) for route in ROUTES}
         self._choices = {}  # (requested precision, size, TensorFlow graphs only) -> (route, precision)
         self._runners = {}  # (route name, precision) -> its Runner
-        self.prepared = set()  # precisions whose first call is done (`cold_start.status`)
-        cold_start.enable_xla_cache()
+        self.prepared = set()  # precisions, and (precision, size), whose first call is done (`cold_start.first_call`)
+        self._warned = set()  # precisions run as another (`runnable_precision`), warned about once
 
     @property
     def trace_count(self):
@@ -109,7 +130,7 @@ class InferenceEngine:
     def candidates(self, precision):
         """`(route name, resolved precision)` pairs in the order tried for `precision`."""
         auto, quantized = precision in (None, "auto"), self.graphs.quantized()
-        resolved = resolve_precision(precision, self.host)
+        resolved = runnable_precision(resolve_precision(precision, self.host), self.host, self.encoder, self._warned)
         order = [(XnnpackInt8Route.name, "int8")] if precision == "int8" or (auto and quantized) else []
         if auto and quantized and int8.int8_matmul_available(self.host):
             resolved = "int8"  # an encoder quantized by Keras runs its int8 weights
@@ -146,10 +167,12 @@ class InferenceEngine:
     def runner_for(self, precision="auto", size="batch", like_export=False):
         """The `Runner` of `select(precision, size, like_export)`, built once."""
         route, resolved = self.select(precision, size, like_export)
-        key = (route.name, resolved)
-        if key not in self._runners:
-            self._runners[key] = route.build(resolved)
-        return self._runners[key]
+        single = self._runners.get((XlaQueryRoute.name, resolved))  # it runs this same fused graph for 2+ texts
+        if size == "few" and not like_export and route.kind == FusedRoute.kind and single is not None:
+            return single  # no second trace of the same graph
+        if (route.name, resolved) not in self._runners:
+            self._runners[route.name, resolved] = route.build(resolved)
+        return self._runners[route.name, resolved]
 
     def route(self, precision="auto"):
         """`(kind, precision)` that batches run: `("xnnpack" | "fused" | "keras", precision)`."""
@@ -181,15 +204,14 @@ class InferenceEngine:
     def encode(self, texts, batch_size, show_progress=None, precision="auto", like_export=False):
         """`(pooled float32 (n, dim), number truncated)` of checked `texts`; a status line on a first call.
 
-        A few texts without a progress bar go through `query` (one call);
-        more go in length-sorted batches (`batching.run_batches`).
-        `like_export`: only the routes a SavedModel holds (`plan`), so the
-        vectors are the ones an exported model of `precision` serves.
+        A few texts without a progress bar go in one `query` call, more in length-sorted batches
+        (`batching.run_batches`). `like_export`: only the routes a SavedModel holds (`plan`).
         """
         out = np.zeros((len(texts), self.encoder.embedding_dim), "float32")
         show = bool(show_progress or (show_progress is None and len(texts) > 8 * batch_size))
-        first = bool(texts) and precision not in self.prepared  # self-checks and compilation ahead
-        with cold_start.status(self.encoder, precision, first and show_progress is not False):
+        key = (precision, "batch" if len(texts) > batch_size or show else "one" if len(texts) == 1 else "few")
+        verbose = show_progress is not False and precision not in self.prepared  # self-checks, compilation ahead
+        with cold_start.first_call(self.encoder, precision, bool(texts) and key not in self.prepared, verbose):
             if not texts:
                 return out, 0
             if len(texts) <= batch_size and not show:
@@ -201,13 +223,13 @@ class InferenceEngine:
                 concurrency = 1 if self.host.gpu else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
                 pad = self.encoder.preprocessor.tokenizer.pad_token_id
                 batching.run_batches(run, ids, pad, batch_size, out, show, concurrency)
-        self.prepared.add(precision)
+        self.prepared.update((precision, key))
         return out, num_truncated
 
     def warmup(self, precision="auto", verbose=True):
         """Runs every first-use self-check and compilation of `precision` now; returns the seconds taken."""
         start = time.perf_counter()
-        with cold_start.status(self.encoder, precision, verbose and precision not in self.prepared):
+        with cold_start.first_call(self.encoder, precision, True, verbose and precision not in self.prepared):
             self.query(list(WARMUP_TEXTS[:1]), precision)
             self.encode(list(WARMUP_TEXTS), 2, False, precision)  # batches of two
         self.prepared.add(precision)

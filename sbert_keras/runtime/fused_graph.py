@@ -256,14 +256,14 @@ class FusedWeights:
     def __init__(self, backbone, precision, int8_stats=None, int8_recipe=None, host=None):
         self.precision = precision
         sources = list(backbone.weights)
+        initial = compute_weights(backbone, precision, int8_stats, int8_recipe, host)  # eager: no trace up front
         compute = tf.function(lambda: compute_weights(backbone, precision, int8_stats, int8_recipe, host))
-        initial = compute()
         self._structure = tf.nest.map_structure(lambda _: None, initial)
         # A tf.Module, so an export archive can track (and save) the variables.
         self.module = tf.Module(name=f"fused_weights_{precision}")
         self.module.flat = [tf.Variable(t, trainable=False) for t in tf.nest.flatten(initial)]
 
-        @tf.function
+        @tf.function(autograph=False)  # plain ops: AutoGraph would only slow the trace
         def refresh():
             for variable, value in zip(self.module.flat, tf.nest.flatten(compute())):
                 variable.assign(value)
@@ -275,14 +275,13 @@ class FusedWeights:
             stride = np.linspace(0, size - 1, SAMPLES_PER_VARIABLE // 2).astype("int64")
             picks.append(np.concatenate([stride, rng.integers(0, size, SAMPLES_PER_VARIABLE // 2)]))
 
-        @tf.function
         def fingerprint():
             return tf.concat(
                 [tf.cast(tf.gather(tf.reshape(v.value, [-1]), idx), "float32") for v, idx in zip(sources, picks)],
                 axis=0,
             )
 
-        self._refresh, self._fingerprint = refresh, fingerprint
+        self._refresh, self._fingerprint = refresh, tf.function(fingerprint, autograph=False)
         self._last = tf.Variable(fingerprint(), trainable=False)
         self.watch = weight_writes.WriteWatch(sources)
         self.version = 0  # bumped by each refresh (graphs that cache weights re-trace)

@@ -163,7 +163,9 @@ class EncoderGraphs:
                 self.trace_count += 1
                 return forward(token_ids, padding_mask)
 
-            self.functions[key] = tf.function(counted, input_signature=[spec, spec], jit_compile=jit_compile)
+            self.functions[key] = tf.function(
+                counted, input_signature=[spec, spec], jit_compile=jit_compile, autograph=False
+            )
         return self.functions[key]
 
     def fused_function(self, precision, weights=None):

@@ -23,7 +23,7 @@ def strings_function(preprocessor, run, changed=None):
     """
     pad_id = preprocessor.tokenizer.pad_token_id
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def embed(texts):
         ids, truncated = preprocessor.ragged_token_ids(texts)
         token_ids = tf.cast(ids.to_tensor(pad_id), tf.int32)

@@ -24,8 +24,18 @@ TensorFlow's known start-up notices (`is_startup_notice`); if the import
 fails, everything captured is written back before the error propagates.
 Later lines, errors included, are never touched.
 
-Library code never calls this: `import sbert_keras` leaves the user's
-logging settings alone.
+Library code never calls `quiet_tensorflow` (it sets an environment
+variable and initialises TensorFlow's runtime). It uses `startup_lines_held`
+instead, a context manager that changes nothing global for longer than its
+block: while sbert_keras itself imports TensorFlow (never when the user
+did), while it lists the devices (`utils.hardware`, the cuInit line) and
+during an encoder's first call (the oneDNN notice, XLA's INFO lines), what
+TensorFlow's C++ code writes to file descriptor 2 is held in a temporary
+file and written back afterwards without the start-up notices. Python's
+`sys.stderr` (warnings, progress bars, the status line) keeps writing to the
+console as it happens; everything else held, errors included, is written
+back, and all of it if the block raises. The user's `TF_CPP_MIN_LOG_LEVEL`
+and logging settings are never touched.
 
 `status` is the one status line of the package: a line on stderr when a
 slow step starts (TensorFlow's import, a model's load, a first call's
@@ -38,6 +48,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 
 # absl's C++ log prefix: severity letter, MMDD, time, thread id, file:line].
@@ -49,6 +60,10 @@ _BENIGN_ERRORS = (
     "Unable to register cuFFT",
     "Unable to register cuBLAS",
     "only on platforms with AVX-512",
+    # Reading XLA's disk cache (`utils.tf_startup`): a text-format attempt before the binary one,
+    # and tuning attributes (`+prefer-no-scatter`) that are not CPU features.
+    "Error parsing text-format tensorflow.XlaSerializedCacheEntry",
+    "Loading XLA:CPU AOT result. Target machine feature",
 )
 _NOTICES = (
     "WARNING: All log messages before absl::InitializeLog() is called",
@@ -80,8 +95,83 @@ def is_startup_notice(line):
     return line[0] in "IW" or any(text in line for text in _BENIGN_ERRORS)
 
 
-def _filtered(text):
-    return "".join(line for line in text.splitlines(True) if not is_startup_notice(line))
+# Descriptor 2 is redirected by one block at a time (re-entrant within a thread).
+_HOLDING = threading.RLock()
+
+
+def _filtered(text, keep_warnings=False):
+    def dropped(line):
+        return is_startup_notice(line) and not (keep_warnings and line.startswith("W"))
+
+    return "".join(line for line in text.splitlines(True) if not dropped(line))
+
+
+def _python_stderr_fd():
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # pytest's capture, a StringIO: not file descriptor 2
+        return None
+
+
+@contextlib.contextmanager
+def startup_lines_held(keep_warnings=False):
+    """Holds what is written to file descriptor 2 during the block; writes it back without start-up notices.
+
+    `sys.stderr`, when it writes to descriptor 2, is pointed at the console
+    for the block, so Python's own output (warnings, progress bars) is not
+    delayed: only C++ code's lines are held. If the block raises, every
+    held line is written back. Does nothing where stderr has no descriptor,
+    or while another thread holds it (descriptor 2 is one per process);
+    nested blocks in one thread are fine.
+
+    Args:
+        keep_warnings: bool. Write back absl's WARNING lines too (only INFO
+            lines and the known start-up errors are dropped).
+
+    Example:
+    ```python
+    with startup_lines_held():
+        tf.config.list_physical_devices()  # no `E0000 ... failed call to cuInit` on a CPU-only machine
+    ```
+    """
+    if not _HOLDING.acquire(blocking=False):  # another thread holds descriptor 2: leave it to that one
+        yield
+        return
+    try:
+        with _held(keep_warnings):
+            yield
+    finally:
+        _HOLDING.release()
+
+
+@contextlib.contextmanager
+def _held(keep_warnings):
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    python_stderr = sys.stderr
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        if _python_stderr_fd() == 2:
+            sys.stderr = open(os.dup(saved), "w", buffering=1, encoding=python_stderr.encoding, errors="replace")
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            # Not closed: a handler made during the block (absl's, TensorFlow's) may hold it.
+            sys.stderr.flush()
+            sys.stderr = python_stderr
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode("utf-8", errors="replace")
+            if text:
+                sys.stderr.write(text if failed else _filtered(text, keep_warnings))
+                sys.stderr.flush()
 
 
 def quiet_tensorflow():
@@ -102,38 +192,17 @@ def quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "tensorflow" in sys.modules:
         return
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):
-        saved = None
-    if saved is None:
-        import tensorflow  # noqa: F401  (the point of this function)
+    with startup_lines_held():
+        # Imported here, not at the top: the environment and the
+        # redirection must be in place first.
+        import tensorflow as tf
 
-        return
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        failed = True
-        try:
-            # Imported here, not at the top: the environment and the
-            # redirection must be in place first.
-            import tensorflow as tf
-
-            tf.config.list_physical_devices()  # the cuInit line comes here
-            # The first graph holding an op that oneDNN does not take in some
-            # dtype logs, once per process, "E... oneDNN supports DT_BOOL only
-            # on platforms with AVX-512. Falling back to ... Eigen" (even on
-            # AVX-512 CPUs). Let it come now, while captured.
-            tf.function(tf.transpose)(tf.zeros([2, 3], tf.bool))
-            failed = False
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            text = capture.read().decode("utf-8", errors="replace")
-            sys.stderr.write(text if failed else _filtered(text))
-            sys.stderr.flush()
+        tf.config.list_physical_devices()  # the cuInit line comes here
+        # The first graph holding an op that oneDNN does not take in some
+        # dtype logs, once per process, "E... oneDNN supports DT_BOOL only
+        # on platforms with AVX-512. Falling back to ... Eigen" (even on
+        # AVX-512 CPUs). Let it come now, while held.
+        tf.function(tf.transpose)(tf.zeros([2, 3], tf.bool))
 
 
 @contextlib.contextmanager

@@ -13,6 +13,8 @@ import functools
 
 import tensorflow as tf
 
+from sbert_keras.utils import console
+
 # CPU flags that give bf16 matmuls (AVX512-BF16, AMX).
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 # CPU flags that give int8 dot products (VNNI, AMX); without them int8 is slower than float32.
@@ -51,6 +53,28 @@ class Host:
         """Whether the CPU has int8 dot-product instructions."""
         return bool(INT8_FLAGS & self.cpu_flags)
 
+    def runnable_precision(self, precision):
+        """`precision`, or what runs instead where it has no fast kernels (a resolved word, not `"auto"`).
+
+        TensorFlow's CPU kernels have no fast float16 matmul: `"float16"`
+        without a GPU runs at about one text per second on a base-size
+        model. It runs as `"bfloat16"` where the CPU has AVX512-BF16/AMX (the
+        same 8-bit-exponent speed-up, and the same self-check gate), else as
+        `"float32"`.
+
+        Args:
+            precision: str. A resolved precision word.
+
+        Example:
+        ```python
+        Host(cpu_flags={"avx512_bf16"}).runnable_precision("float16")  # "bfloat16"
+        Host(gpu=True).runnable_precision("float16")  # "float16"
+        ```
+        """
+        if precision == "float16" and not self.gpu:
+            return "bfloat16" if self.bf16 else "float32"
+        return precision
+
     def auto_precision(self):
         """`"float16"` on a GPU, `"bfloat16"` on a CPU with AVX512-BF16/AMX, else `"float32"`."""
         if self.gpu:
@@ -74,7 +98,8 @@ def cpu_flags():
 @functools.lru_cache(maxsize=1)
 def has_gpu():
     """Whether TensorFlow sees a GPU (asked once per process)."""
-    return bool(tf.config.list_physical_devices("GPU"))
+    with console.startup_lines_held():  # `E0000 ... failed call to cuInit` on a machine without a GPU
+        return bool(tf.config.list_physical_devices("GPU"))
 
 
 def current_host():

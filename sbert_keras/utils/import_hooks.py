@@ -20,6 +20,7 @@ import_hooks.call_after_import("keras", lambda: print("keras is imported"))
 ```
 """
 
+import contextlib
 import importlib.abc
 import importlib.util
 import sys
@@ -27,17 +28,20 @@ import warnings
 
 
 class _CallbackLoader(importlib.abc.Loader):
-    """Runs the wrapped loader, then the callback; everything else is the wrapped loader's."""
+    """Runs the wrapped loader inside `around()`, then the callback; everything else is the wrapped loader's."""
 
-    def __init__(self, loader, callback):
+    def __init__(self, loader, callback, around=contextlib.nullcontext):
         self._loader = loader
         self._callback = callback
+        self._around = around
 
     def create_module(self, spec):
-        return self._loader.create_module(spec)
+        with self._around():  # an extension module's shared library loads here
+            return self._loader.create_module(spec)
 
     def exec_module(self, module):
-        self._loader.exec_module(module)
+        with self._around():
+            self._loader.exec_module(module)
         module.__loader__ = module.__spec__.loader = self._loader
         try:
             self._callback()
@@ -63,6 +67,45 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
         if spec is not None and spec.loader is not None:
             spec.loader = _CallbackLoader(spec.loader, self.callback)
         return spec
+
+
+class _AroundImportFinder(_AfterImportFinder):
+    """Wraps the loader of `name` in `around` when `when()` is true at its first look-up."""
+
+    def __init__(self, name, around, when):
+        super().__init__(name, lambda: None)
+        self.around, self.when = around, when
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        if not self.when():
+            return None  # the regular finders answer
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _CallbackLoader(spec.loader, self.callback, self.around)
+        return spec
+
+
+def import_inside(name, around, when):
+    """Runs the first import of the top-level module `name` inside `around()`, if `when()` is true then.
+
+    Nothing happens if `name` is already imported, or if `when()` is false at
+    its first import (that import is left as it is, once and for all).
+
+    Args:
+        name: str. A top-level module name, e.g. `"tensorflow"`.
+        around: callable returning a context manager.
+        when: callable returning a bool, asked at the first import.
+
+    Example:
+    ```python
+    import_hooks.import_inside("tensorflow", console.startup_lines_held, lambda: True)
+    ```
+    """
+    if name not in sys.modules:
+        sys.meta_path.insert(0, _AroundImportFinder(name, around, when))
 
 
 def call_after_import(name, callback):
