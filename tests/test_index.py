@@ -22,6 +22,7 @@ from sbert_keras.retrieval.index import EmbeddingIndex  # noqa: E402
 from sbert_keras.retrieval.semantic_search import semantic_search  # noqa: E402
 from sbert_keras.utils import atomic_io as outputs  # noqa: E402
 from sbert_keras.utils import disk_space  # noqa: E402
+from sbert_keras.utils.checksums import file_sha256  # noqa: E402
 
 DIM = 32
 
@@ -170,7 +171,7 @@ def test_absent_incomplete_or_corrupt_index_dir(tmp_path, corpus):
     with pytest.raises(ValueError, match="corrupt: vectors.npy does not match the sha256"):
         EmbeddingIndex.load(path)
     config = json.loads(open(os.path.join(path, "config.json")).read())  # a checksum that agrees
-    config["sha256"]["vectors.npy"] = index_files.sha256_of(os.path.join(path, "vectors.npy"))
+    config["sha256"]["vectors.npy"] = file_sha256(os.path.join(path, "vectors.npy"))
     outputs.write_json(os.path.join(path, "config.json"), config)
     with pytest.raises(ValueError, match="inconsistent"):
         EmbeddingIndex.load(path)

@@ -24,7 +24,6 @@ cmd_train(args)  # {"objective": "cosent", "history": {...}, "encoder": "runs/co
 ```
 """
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -45,16 +44,8 @@ from sbert_keras.training import run_readme
 from sbert_keras.training import trainer as training
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
+from sbert_keras.utils.checksums import file_sha256
 from sbert_keras.utils.output_lock import OutputLock
-
-
-def file_sha256(path):
-    """The SHA-256 of a file's bytes (the train file's part of the run fingerprint)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def cmd_train(args):

@@ -22,7 +22,6 @@ ids, vectors = read_embeddings("corpus-emb")  # list of str, (n, dim) float32
 """
 
 import fnmatch
-import hashlib
 import json
 import os
 import warnings
@@ -30,6 +29,7 @@ import warnings
 import numpy as np
 
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils.checksums import file_sha256
 
 try:
     import pyarrow as pa
@@ -104,15 +104,6 @@ def _check_shards(folder, listed, rows):
     problems += [f"shard(s) {', '.join(extra)} are not listed in {outputs.MARKER}"] if extra else []
     problems.append(f"{outputs.MARKER} records {rows} rows, the listed shards hold {found}")
     raise ValueError(f"embeddings folder {folder} is not the output embed-corpus wrote: {'; '.join(problems)}.")
-
-
-def file_sha256(path):
-    """The SHA-256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def shard_checksums(folder, names):

@@ -23,6 +23,7 @@ import numpy as np
 
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
+from sbert_keras.utils.checksums import file_sha256
 
 try:
     import faiss
@@ -77,12 +78,6 @@ def _write_index(index, kind):
     """`write(file)` for `_write_hashed`: faiss serialises through Python, so a full disk raises."""
     write_index = faiss.write_index_binary if kind == "binary" else faiss.write_index
     return lambda f: write_index(index, faiss.PyCallbackIOWriter(f.write))
-
-
-def sha256_of(path):
-    """The sha256 (hex) of the file `path`."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def check_target(target, overwrite, flag="path"):
@@ -140,7 +135,7 @@ def _check_sha256(path, config):
         file = os.path.join(path, name)
         if not os.path.isfile(file):
             raise ValueError(f"index path {path} is incomplete: {name} is missing.")
-        if sha256_of(file) != expected:
+        if file_sha256(file) != expected:
             raise ValueError(
                 f"index path {path} is corrupt: {name} does not match the sha256 recorded in {CONFIG_FILE} "
                 "when it was saved (damaged or changed since). Rebuild the index."

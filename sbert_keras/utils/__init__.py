@@ -2,7 +2,7 @@
 
 `defaults` (every default value, in one place), `checks` (argument
 checks that name the bad input), `console` (logging and progress bars),
-`atomic_io` and `disk_space` (outputs written whole or not at all),
+`checksums` (the one SHA-256 of a file), `atomic_io` and `disk_space` (outputs written whole or not at all),
 `output_lock` (one writer per output folder), `model_files` (the one
 reader of a model folder's JSON files), `hardware` (CPU flags, GPU, the
 precision `"auto"` picks), `arrays` (NumPy row normalisation),
