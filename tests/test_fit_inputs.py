@@ -131,3 +131,27 @@ def test_fit_on_a_dataset_warns_nothing_about_shuffle():
         model.fit(dataset, epochs=1, verbose=0)
     assert not [w for w in caught if "shuffle" in str(w.message)], [str(w.message) for w in caught]
     assert model.optimizer.iterations.numpy() == 2
+
+
+def test_fit_on_arrays_shuffles_as_keras_does_without_a_warning():
+    encoder = tiny_encoder()
+    model = sk.RegressionSiamese(encoder)
+    model.compile()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit((A, B), Y, batch_size=4, epochs=2, verbose=0, validation_split=0.25)
+    assert not [w for w in caught if "shuffle" in str(w.message)], [str(w.message) for w in caught]
+    assert model.optimizer.iterations.numpy() == 4  # 6 training rows in batches of 4, two epochs
+    assert len(history.history["val_loss"]) == 2
+
+
+def test_array_batches_reshuffle_each_epoch_and_split_the_last_rows():
+    texts = [f"text {i}" for i in range(64)]
+    dataset, validation = fit_inputs.array_batches(
+        (texts, texts), np.arange(64.0), batch_size=64, validation_split=0.25
+    )
+    first, second = ([t.decode() for t in batch[0][0].numpy()] for batch in (next(iter(dataset)), next(iter(dataset))))
+    assert sorted(first) == sorted(texts[:48]) and first != second and first != texts[:48]
+    assert list(validation[0][0]) == texts[48:] and list(validation[1]) == list(range(48, 64))
+    ordered, _ = fit_inputs.array_batches((texts, texts), batch_size=64, shuffle=False)
+    assert [t.decode() for t in next(iter(ordered))[0][0].numpy()] == texts

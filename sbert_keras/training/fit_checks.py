@@ -37,6 +37,7 @@ import tensorflow as tf
 from keras import ops
 
 from sbert_keras.compat import keras_training
+from sbert_keras.training.fit_inputs import array_batches
 from sbert_keras.training.fit_inputs import check_batched
 from sbert_keras.training.fit_inputs import check_label_array
 from sbert_keras.training.fit_inputs import check_text_columns
@@ -321,6 +322,13 @@ class CheckedTraining:
         if isinstance(x, tf.data.Dataset):
             # A dataset comes batched and in its order: Keras' default `shuffle=True` would only warn.
             kwargs.setdefault("shuffle", False)
+        elif x is not None:
+            # KerasHub batches arrays in their order (and Keras warns): shuffle them as Keras would.
+            split = kwargs.pop("validation_split", None) if validation_data is None else None
+            x, split_data = array_batches(x, y, sample_weight, batch_size, kwargs.pop("shuffle", True), split)
+            y = sample_weight = batch_size = None
+            validation_data = split_data if split_data is not None else validation_data
+            kwargs["shuffle"] = False
         self._fit_position = FitPosition()
         callbacks = kwargs.pop("callbacks", None)
         if isinstance(callbacks, keras.callbacks.CallbackList):

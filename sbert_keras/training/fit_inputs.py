@@ -22,10 +22,13 @@ check_label_array(["0.5", "1"], "y")  # TypeError: `y` must hold numbers ...
 import dataclasses
 import numbers
 
+import keras
 import numpy as np
 import tensorflow as tf
+from keras import tree
 
 from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.utils import defaults
 
 
 def rows(value):
@@ -155,3 +158,60 @@ def check_examples(examples, argument="train"):
             n, first = count, name
         elif count != n:
             raise ValueError(f"`{name}` has {count} entries and `{first}` {n}; every field needs one per example.")
+
+
+def array_batches(x, y=None, sample_weight=None, batch_size=None, shuffle=True, validation_split=None):
+    """Arrays given to `fit` as batches in a new order each epoch, as Keras' `fit` gives them.
+
+    KerasHub's `Task.fit` batches arrays in their order, so Keras' default
+    `shuffle=True` is ignored with a warning the caller did not cause. This
+    builds the dataset Keras would: `validation_split` takes the last rows
+    (as Keras does), the rest are reshuffled every epoch unless `shuffle` is
+    false, in batches of `batch_size` (Keras' default 32).
+
+    Args:
+        x: the text columns (a tuple, list or dict of columns).
+        y: labels or None.
+        sample_weight: per-row weights or None.
+        batch_size: int or None (32).
+        shuffle: bool. A new order each epoch.
+        validation_split: float in [0, 1) or None. The fraction of the last
+            rows kept apart for validation.
+
+    Returns:
+        `(dataset, validation)`: `validation` is `(x, y, sample_weight)` of
+        the split rows, or None.
+
+    Example:
+    ```python
+    ds, _ = array_batches((["a cat", "a dog"], ["a fox", "a cow"]), np.array([0.5, 0.2]), batch_size=2)
+    ```
+    """
+    y, sample_weight = (None if v is None else _as_array(v) for v in (y, sample_weight))
+    data = keras.utils.pack_x_y_sample_weight(_columns(x), y, sample_weight)
+    n = rows(tree.flatten(data)[0])
+    validation = None
+    if validation_split:
+        if not 0 < validation_split < 1:
+            raise ValueError(f"`validation_split` must be in (0, 1). Received {validation_split!r}.")
+        kept = n - int(n * validation_split)
+        validation = keras.utils.unpack_x_y_sample_weight(tree.map_structure(lambda a: a[kept:], data))
+        data, n = tree.map_structure(lambda a: a[:kept], data), kept
+    dataset = tf.data.Dataset.from_tensor_slices(data)
+    if shuffle:
+        dataset = dataset.shuffle(n, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size or defaults.KERAS_BATCH_SIZE), validation
+
+
+def _columns(x):
+    """`x`'s text columns as arrays: a dict or a sequence of columns, or one column."""
+    if isinstance(x, dict):
+        return {name: _as_array(column) for name, column in x.items()}
+    if isinstance(x, (list, tuple)) and x and not isinstance(x[0], (str, bytes)):
+        return tuple(_as_array(column) for column in x)
+    return _as_array(x)
+
+
+def _as_array(value):
+    """A column as NumPy (a list of texts as a string array), a tensor as it is."""
+    return value if isinstance(value, (tf.Tensor, tf.RaggedTensor)) else np.asarray(value)

@@ -88,6 +88,8 @@ CONCATENATION = ("u", "v", "|u-v|")
 DEFAULT_PRESET = "roberta_base_en"
 # Texts per forward pass in `encode` and in the evaluators.
 ENCODE_BATCH_SIZE = 32
+# Keras' `fit` batch size for arrays given without one.
+KERAS_BATCH_SIZE = 32
 # Batches in flight at once in `encode` on a CPU (and in the exported SavedModel's
 # in-graph batch loop): while one batch runs a single-threaded op (LayerNorm,
 # softmax, a cast), the other's matmul uses the idle core. Measured on 2
