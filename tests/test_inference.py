@@ -1,5 +1,6 @@
 """The inference engine: fused graph vs the Keras graph, caching, self-check, precisions."""
 
+import logging
 import types
 import warnings
 
@@ -284,3 +285,20 @@ def test_adapter_reads_every_block_part_and_names_a_moved_one():
     moved = types.SimpleNamespace(_self_attention_layer=types.SimpleNamespace())
     with pytest.raises(AttributeError, match=r"_query_dense.*0\.32\.0"):
         keras_hub_reads.block_parts(moved)
+
+
+def test_many_encoders_in_one_process_log_no_retracing_warning():
+    # Each encoder traces its own graphs once, from the same code; TensorFlow counted them together.
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        for seed in range(4):
+            encoder = tiny_encoder(seed=seed)
+            encoder.encode(["a man is playing guitar"], precision="float32")
+            encoder.encode(["a dog runs in the park", "a cat"], precision="float32")
+    finally:
+        logger.removeHandler(handler)
+    assert not [r for r in records if "retracing" in r.getMessage()], [r.getMessage() for r in records]

@@ -7,6 +7,14 @@ built inside a graph through TensorFlow's private op-definition library
 asked of `op_def_registry`. Both live in `tensorflow.python.framework`,
 which is not public API, so every such use goes through this module.
 
+`traced_once` marks a `tf.function` that is traced once per instance by
+design (the runtime builds one per encoder, precision and route from the
+same Python code): TensorFlow counts the traces of every instance of that
+code together and, past five, logs a "triggered tf.function retracing"
+warning that the user did not cause. The switch TensorFlow keeps for this
+(`_omit_frequent_tracing_warning`, what Keras 2 set on its train functions)
+is private.
+
 Example:
 ```python
 if op_registered("_MklLayerNorm"):
@@ -38,3 +46,16 @@ def apply_op(op_type, name, **arguments):
     """
     _, _, op, _ = op_def_library._apply_op_helper(op_type, name=name, **arguments)
     return op
+
+
+def traced_once(function):
+    """`function` (a `tf.function`), left out of TensorFlow's frequent-retracing warning; returns it.
+
+    TensorFlow 2.21.0 `Function._omit_frequent_tracing_warning`, an
+    attribute of the instance (no class attribute is changed).
+
+    Args:
+        function: a `tf.function` traced once per instance by design.
+    """
+    function._omit_frequent_tracing_warning = True
+    return function

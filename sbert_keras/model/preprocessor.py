@@ -13,6 +13,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.model.added_tokens import tokenize_with_added_tokens
 
 
@@ -252,7 +253,9 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         if getattr(self, "_tokenize_fn", None) is None:
             # Inside a tf.function KerasHub keeps tensors ragged (eagerly it
             # converts them to Python lists).
-            self._tokenize_fn = tf.function(self.ragged_token_ids, input_signature=[tf.TensorSpec([None], tf.string)])
+            self._tokenize_fn = compat_tf.traced_once(
+                tf.function(self.ragged_token_ids, input_signature=[tf.TensorSpec([None], tf.string)])
+            )
         ids, truncated = self._tokenize_fn(tf.constant(texts, dtype=tf.string))
         return ids, int(tf.reduce_sum(tf.cast(truncated, "int32")))
 

@@ -1,33 +1,32 @@
 """The fused forward pass of RoBERTa/BERT-layout encoders, with cached weights.
 
 Why this exists: `encode` is matmul-bound, and the Keras graph of KerasHub's
-`TransformerEncoder` leaves speed on the table on CPU
-(`benchmarks/encode_profile.py` prints the per-op split):
+`TransformerEncoder` leaves speed on the table on CPU (per-op split:
+`benchmarks/encode_profile.py`):
 
-- the query, key and value projections are three small `EinsumDense`
-  matmuls, where one fused `[hidden, 3 * hidden]` matmul is more efficient;
-- under `mixed_bfloat16` the elementwise ops (erf-GELU, bias adds) also run
-  in bfloat16, which TensorFlow's CPU kernels do slowly, so the policy gains
-  little over float32.
+- query, key and value are three small `EinsumDense` matmuls, not one fused
+  `[hidden, 3 * hidden]` matmul;
+- under `mixed_bfloat16` the elementwise ops (erf-GELU, bias adds) run in
+  bfloat16, slowly on TensorFlow's CPU kernels, so the policy gains little.
 
 This graph runs the same computation from the same weights: matmuls with
 their bias (and GELU) in the matmul dtype, so oneDNN fuses them into one
 kernel, and attention, softmax, residuals, LayerNorm, pooling and the
 projection in float32 (LayerNorm through oneDNN's fused kernel,
-`sbert_keras.runtime.kernels.onednn_layer_norm`). Keras and KerasHub have no such mixed "bf16 matmul,
-float32 elsewhere" inference path, so it is written here. Nothing in it is
-trusted blindly: `sbert_keras.runtime.engine` checks it against the Keras graph
-on first use and falls back when they differ, and `supports` refuses any
-layer it does not reproduce exactly (other classes, quantized layers, gated
-or windowed attention, activations it does not know).
+`runtime.kernels.onednn_layer_norm`). Keras and KerasHub have no such mixed
+"bf16 matmul, float32 elsewhere" inference path, so it is written here.
+Nothing in it is trusted blindly: `runtime.engine` checks it against the
+Keras graph on first use and falls back when they differ, and `supports`
+refuses any layer it does not reproduce exactly (other classes, quantized
+layers, gated or windowed attention, activations it does not know).
 
 The fused and cast weights live in `FusedWeights`: TensorFlow variables,
 computed once and refreshed exactly when the source variables are written
-(`sbert_keras.runtime.weight_writes` counts every write made through Keras; a
-sampled fingerprint also catches most writes that bypass Keras), so a
-single query pays no cast. Every matmul goes through
-one dispatch point, `dense(x, weights, activation, policy)`, where int8
-weights plug in, run as `build_forward`'s explicit `int8.MatmulPolicy` says.
+(`runtime.weight_writes` counts every write made through Keras; a sampled
+fingerprint also catches most writes that bypass Keras), so a single query
+pays no cast. Every matmul goes through one dispatch point, `dense(x, weights,
+activation, policy)`, where int8 weights plug in as `build_forward`'s
+`int8.MatmulPolicy` says.
 """
 
 import collections
@@ -42,6 +41,7 @@ from keras_hub.models import DistilBertBackbone
 from keras_hub.models import RobertaBackbone
 from keras_hub.models import XLMRobertaBackbone
 
+from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.compat.keras_hub import block_parts
 from sbert_keras.model.backbone import BertLayoutBackbone
@@ -238,8 +238,7 @@ class FusedWeights:
 
     Args:
         backbone: a backbone that `unsupported_reason` accepts.
-        precision: str. The matmul dtype (`"float32"`, `"bfloat16"`, ...)
-            or `"int8"`.
+        precision: str. The matmul dtype (`"float32"`, `"bfloat16"`, ...) or `"int8"`.
         int8_stats: list or None. Calibration statistics per block
             (`int8_quantize.calibrate`), for `"int8"`; kept across refreshes.
         int8_recipe: dict or None (`int8_quantize.DEFAULT_RECIPE`).
@@ -256,13 +255,15 @@ class FusedWeights:
     def __init__(self, backbone, precision, int8_stats=None, int8_recipe=None, host=None):
         self.precision = precision
         sources = list(backbone.weights)
-        initial = compute_weights(backbone, precision, int8_stats, int8_recipe, host)  # eager: no trace up front
-        compute = tf.function(lambda: compute_weights(backbone, precision, int8_stats, int8_recipe, host))
+        arguments = (backbone, precision, int8_stats, int8_recipe, host)
+        initial = compute_weights(*arguments)  # eager: no trace up front
+        compute = compat_tf.traced_once(tf.function(lambda: compute_weights(*arguments)))
         self._structure = tf.nest.map_structure(lambda _: None, initial)
         # A tf.Module, so an export archive can track (and save) the variables.
         self.module = tf.Module(name=f"fused_weights_{precision}")
         self.module.flat = [tf.Variable(t, trainable=False) for t in tf.nest.flatten(initial)]
 
+        @compat_tf.traced_once
         @tf.function(autograph=False)  # plain ops: AutoGraph would only slow the trace
         def refresh():
             for variable, value in zip(self.module.flat, tf.nest.flatten(compute())):
@@ -281,7 +282,7 @@ class FusedWeights:
                 axis=0,
             )
 
-        self._refresh, self._fingerprint = refresh, tf.function(fingerprint, autograph=False)
+        self._refresh, self._fingerprint = refresh, compat_tf.traced_once(tf.function(fingerprint, autograph=False))
         self._last = tf.Variable(fingerprint(), trainable=False)
         self.watch = weight_writes.WriteWatch(sources)
         self.version = 0  # bumped by each refresh (graphs that cache weights re-trace)

@@ -21,6 +21,7 @@ engine (`sbert_keras.runtime.engine`) decides which route runs.
 import keras
 import tensorflow as tf
 
+from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime import strings_graph
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
@@ -163,8 +164,8 @@ class EncoderGraphs:
                 self.trace_count += 1
                 return forward(token_ids, padding_mask)
 
-            self.functions[key] = tf.function(
-                counted, input_signature=[spec, spec], jit_compile=jit_compile, autograph=False
+            self.functions[key] = compat_tf.traced_once(
+                tf.function(counted, input_signature=[spec, spec], jit_compile=jit_compile, autograph=False)
             )
         return self.functions[key]
 

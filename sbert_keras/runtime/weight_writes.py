@@ -35,6 +35,8 @@ import weakref
 import keras
 import tensorflow as tf
 
+from sbert_keras.compat import tensorflow as compat_tf
+
 _EAGER_WRITES = "_sbert_keras_eager_writes"
 _GRAPH_WRITTEN = "_sbert_keras_graph_written"
 
@@ -169,7 +171,8 @@ class WriteWatch:
     def _digest_of(self, variables):
         """A digest of every value of `variables` (for those written inside graphs of their own)."""
         if self._digest is None or self._digest[0] != len(variables):
-            self._digest = (len(variables), tf.function(lambda: tf.stack([digest(v) for v in variables])))
+            stack = tf.function(lambda: tf.stack([digest(v) for v in variables]))
+            self._digest = (len(variables), compat_tf.traced_once(stack))
         return tuple(self._digest[1]().numpy().tolist())
 
     def mark(self, state=None):
