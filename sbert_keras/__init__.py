@@ -30,31 +30,25 @@ import importlib
 import os
 import sys
 
+from sbert_keras.utils import backends
 
-def _check_backend():
-    """sbert_keras runs on Keras' TensorFlow backend only; say so instead of failing later.
 
-    Its tokenisers are tf.text ops inside tf.data and the graph, and it
-    exports TensorFlow SavedModels. With Keras not yet imported and no
-    `KERAS_BACKEND` set, the backend is set to TensorFlow (documented in the
-    README); any other backend, set or already imported, is a clear error.
+def _set_default_backend():
+    """With Keras not yet imported and no `KERAS_BACKEND` set, picks TensorFlow if installed, else JAX, else torch.
+
+    Keras' own default is TensorFlow, which a TensorFlow-less install
+    (`pip install "sbert_keras[jax]"`) lacks. Any backend the user set, or
+    an already imported Keras, is left as it is (`docs/backends.md`).
     """
-    if "keras" in sys.modules:
-        backend = sys.modules["keras"].backend.backend()
-    else:
-        backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    if backend != "tensorflow":
-        raise ImportError(
-            f"sbert_keras needs Keras' TensorFlow backend (tf.text tokenisers, TF SavedModel export); "
-            f"Keras' backend is {backend!r}. Set KERAS_BACKEND=tensorflow before Keras is first imported."
-        )
+    if "keras" not in sys.modules:
+        os.environ.setdefault("KERAS_BACKEND", backends.default_backend())
 
 
-_check_backend()
+_set_default_backend()
 
 __version__ = "0.1.0"
 
-from sbert_keras.utils import import_hooks  # noqa: E402 (after the backend check)
+from sbert_keras.utils import import_hooks  # noqa: E402 (after the backend is set)
 from sbert_keras.utils import module_paths  # noqa: E402
 from sbert_keras.utils import tf_startup  # noqa: E402
 

@@ -20,7 +20,6 @@ import inspect
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.model.preprocessor import check_texts
@@ -30,6 +29,7 @@ from sbert_keras.retrieval.scores import normalize as normalize_rows
 from sbert_keras.retrieval.scores import similarity_matrix
 from sbert_keras.runtime import batching
 from sbert_keras.runtime.engine import InferenceEngine
+from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
 

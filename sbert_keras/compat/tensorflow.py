@@ -20,16 +20,19 @@ Example:
 if op_registered("_MklLayerNorm"):
     op = apply_op("_MklLayerNorm", name="LayerNorm", x=x, scale=gamma, offset=beta, epsilon=1e-12)
 ```
-"""
 
-from tensorflow.python.framework import op_def_library
-from tensorflow.python.framework import op_def_registry
+
+TensorFlow is optional (`utils.backends`): the private modules are imported
+by the functions that read them, which only the TensorFlow paths call.
+"""
 
 CHECKED_TENSORFLOW_VERSION = "2.21.0"
 
 
 def op_registered(op_type):
     """Whether this TensorFlow build registers the op `op_type` (TensorFlow 2.21.0 `op_def_registry.get`)."""
+    from tensorflow.python.framework import op_def_registry
+
     return op_def_registry.get(op_type) is not None
 
 
@@ -44,6 +47,8 @@ def apply_op(op_type, name, **arguments):
         name: str. The node's name.
         **arguments: the op's inputs and attributes.
     """
+    from tensorflow.python.framework import op_def_library
+
     _, _, op, _ = op_def_library._apply_op_helper(op_type, name=name, **arguments)
     return op
 

@@ -18,10 +18,10 @@ builds the strategy and runs `fit` under it.
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from sbert_keras.losses.base import ImpliedTargetLoss
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 def gather_across_replicas(x):

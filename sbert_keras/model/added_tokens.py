@@ -18,10 +18,9 @@ ids = tokenize_with_added_tokens(tokenizer, tf.constant(["a <mask> b"]), tokens)
 
 import re
 
-import tensorflow as tf
-import tensorflow_text as tf_text
-
 from sbert_keras.model.bpe_pretokenizer import WHITESPACE
+from sbert_keras.utils.backends import tensorflow as tf
+from sbert_keras.utils.backends import tensorflow_text as tf_text
 
 
 def _regex(token):

@@ -19,9 +19,9 @@ keys, values = merge_table(vocabulary, merges)
 ```
 """
 
-import tensorflow as tf
+import numpy as np
 
-NO_MERGE = tf.int64.max
+NO_MERGE = int(np.iinfo(np.int64).max)
 
 
 def merge_table(vocabulary, merges, source="merges"):

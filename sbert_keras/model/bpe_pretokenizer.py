@@ -31,8 +31,8 @@ pretokenize(tf.constant(["Hello  world!"]))  # [[b"Hello", b" ", b" world", b"!"
 ```
 """
 
-import tensorflow as tf
-import tensorflow_text as tf_text
+from sbert_keras.utils.backends import tensorflow as tf
+from sbert_keras.utils.backends import tensorflow_text as tf_text
 
 # Unicode's White_Space property: Oniguruma's `\s` and Rust's `char::is_whitespace`.
 WHITESPACE = r"\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"

@@ -28,11 +28,11 @@ tokenizer(["Hello world"])
 
 import keras
 import keras_hub
-import tensorflow as tf
 
 from sbert_keras.model.bpe_merges import merge_table
 from sbert_keras.model.bpe_merges import merge_words
 from sbert_keras.model.bpe_pretokenizer import pretokenize
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 def byte_characters():

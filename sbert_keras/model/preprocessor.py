@@ -11,10 +11,10 @@ import numbers
 import keras
 import keras_hub
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.model.added_tokens import tokenize_with_added_tokens
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 def _text_items(texts, what):

@@ -18,7 +18,8 @@ tokenizer(["is\\x85nice"])  # the ids of "is nice"
 
 import keras
 import keras_hub
-import tensorflow as tf
+
+from sbert_keras.utils.backends import tensorflow as tf
 
 # White_Space less U+000B, which XLM-R's character map deletes.
 SPACES = r"\t\n\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"

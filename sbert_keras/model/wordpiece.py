@@ -38,13 +38,13 @@ tokenizer(["The weather is\\xa0nice today."])
 """
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_text as tf_text
 
 from sbert_keras.compat.keras_hub import preprocessing_function
 from sbert_keras.model.unicode_classes import char_map_arrays
 from sbert_keras.model.unicode_classes import patterns
 from sbert_keras.model.unicode_classes import white_space_after_cleaning
+from sbert_keras.utils.backends import tensorflow as tf
+from sbert_keras.utils.backends import tensorflow_text as tf_text
 
 # tf.text measures a word in bytes; a code point takes at most four.
 MAX_BYTES_PER_CHARACTER = 4

@@ -37,11 +37,11 @@ import warnings
 import keras
 import keras_hub
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.utils import console
 from sbert_keras.utils import hardware
 from sbert_keras.utils import tf_startup
+from sbert_keras.utils.backends import tensorflow as tf
 
 CACHE_ENV = tf_startup.CACHE_ENV
 XLA_CACHE_FLAG = tf_startup.XLA_CACHE_FLAG

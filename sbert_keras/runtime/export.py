@@ -38,7 +38,6 @@ import sys
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.model.prompts import check_truncate_dim
 from sbert_keras.runtime import fused_graph as fused
@@ -46,6 +45,8 @@ from sbert_keras.runtime import self_check
 from sbert_keras.runtime.graphs import keras_forward
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import backends
+from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
@@ -163,7 +164,11 @@ def probe_references(encoder, forward):
     return token_ids, mask, reference, quantized
 
 
-class Int8Guard(tf.Module):
+# `tf.Module` where TensorFlow runs Keras; elsewhere the module imports and `export_saved_model` says what it needs.
+_MODULE_BASE = tf.Module if backends.uses_tensorflow() else object
+
+
+class Int8Guard(_MODULE_BASE):
     """The in-graph self-check of an int8 SavedModel: int8 where it computes what it did at export, else float.
 
     Args:
@@ -324,6 +329,9 @@ def export_saved_model(
         `path`.
 
     Raises:
+        sbert_keras.utils.backends.TensorFlowRequired: TensorFlow is not
+            installed or not Keras' backend (load the `.keras` file under
+            TensorFlow to export a model trained on JAX or PyTorch).
         ValueError: no preprocessor; an unknown `prompt_name`; `truncate_dim`
             out of range.
         sbert_keras.utils.disk_space.DiskFullError: not enough disk space (checked
@@ -339,6 +347,7 @@ def export_saved_model(
     # REST: POST /v1/models/sbert:predict  {"instances": ["a text", ...]}
     ```
     """
+    backends.require_tensorflow("export_saved_model")
     outputs.prepare_dir(path, overwrite, flag="path")  # before the tracing work
     if encoder.preprocessor is None:
         raise ValueError("The encoder has no preprocessor; strings cannot be served.")

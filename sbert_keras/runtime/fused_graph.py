@@ -34,7 +34,6 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras_hub.layers import TokenAndPositionEmbedding
 from keras_hub.layers import TransformerEncoder
 from keras_hub.models import DistilBertBackbone
@@ -49,6 +48,7 @@ from sbert_keras.runtime import weight_writes
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
+from sbert_keras.utils.backends import tensorflow as tf
 
 # Backbones whose graph is embeddings -> LayerNorm -> post-LN TransformerEncoders.
 SUPPORTED_BACKBONES = (BertLayoutBackbone, RobertaBackbone, XLMRobertaBackbone, DistilBertBackbone)

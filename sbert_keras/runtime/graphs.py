@@ -19,7 +19,6 @@ engine (`sbert_keras.runtime.engine`) decides which route runs.
 """
 
 import keras
-import tensorflow as tf
 
 from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.runtime import fused_graph as fused
@@ -27,6 +26,7 @@ from sbert_keras.runtime import strings_graph
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.utils import hardware
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 def keras_model_for(encoder, precision, copies):

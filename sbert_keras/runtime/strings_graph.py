@@ -9,7 +9,7 @@ argument binding (hashing its captures), which a few-millisecond query
 would notice.
 """
 
-import tensorflow as tf
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 def strings_function(preprocessor, run, changed=None):

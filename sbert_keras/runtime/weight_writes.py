@@ -33,9 +33,9 @@ import threading
 import weakref
 
 import keras
-import tensorflow as tf
 
 from sbert_keras.compat import tensorflow as compat_tf
+from sbert_keras.utils.backends import tensorflow as tf
 
 _EAGER_WRITES = "_sbert_keras_eager_writes"
 _GRAPH_WRITTEN = "_sbert_keras_graph_written"

@@ -49,11 +49,11 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.compat import keras_training
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import disk_space
+from sbert_keras.utils.backends import tensorflow as tf
 
 STATE = "state.json"
 SEED_STATE = "seed_generator_state"  # the variable name of a Keras `SeedGenerator`'s state

@@ -72,12 +72,12 @@ model.fit((anchors, positives), batch_size=512)
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from sbert_keras.compat.keras_training import CHECKED_KERAS_VERSION  # noqa: F401 (public here too)
 from sbert_keras.losses.in_batch import SymmetricInBatchNegativesLoss
 from sbert_keras.training.siamese import ContrastiveSiamese
+from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.defaults import IN_BATCH_SCALE
 
 DEFAULT_MINI_BATCH_SIZE = 32

@@ -33,11 +33,11 @@ import subprocess
 import tempfile
 import time
 
-import tensorflow as tf
 from keras import ops
 
 from sbert_keras.compat import keras_training
 from sbert_keras.compat.keras_training import CHECKED_KERAS_VERSION  # noqa: F401 (public here too)
+from sbert_keras.utils.backends import tensorflow as tf
 
 TF_CONFIG = "TF_CONFIG"
 

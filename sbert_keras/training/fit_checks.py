@@ -33,7 +33,6 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from sbert_keras.compat import keras_training
@@ -42,6 +41,7 @@ from sbert_keras.training.fit_inputs import check_batched
 from sbert_keras.training.fit_inputs import check_label_array
 from sbert_keras.training.fit_inputs import check_text_columns
 from sbert_keras.training.fit_inputs import rows
+from sbert_keras.utils.backends import tensorflow as tf
 
 # Logs of a train step read and removed by the checked train function.
 STEP_LOGS = ("step_check", "step_loss", "step_label_min", "step_label_max")

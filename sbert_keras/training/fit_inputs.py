@@ -24,11 +24,11 @@ import numbers
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import tree
 
 from sbert_keras.model.preprocessor import check_texts
 from sbert_keras.utils import defaults
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 def rows(value):

@@ -29,9 +29,9 @@ ahead (`PassPlans`).
 import warnings
 
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.defaults import BATCHING
 from sbert_keras.utils.defaults import BATCHINGS
 from sbert_keras.utils.defaults import BUCKETS

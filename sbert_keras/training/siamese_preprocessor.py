@@ -6,7 +6,8 @@ The siamese models (`sbert_keras.training.siamese`) attach it so that `fit`,
 
 import keras
 import keras_hub
-import tensorflow as tf
+
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")

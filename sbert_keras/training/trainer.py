@@ -23,7 +23,6 @@ import random
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.compat import keras_training
 from sbert_keras.data import readers as data
@@ -47,6 +46,7 @@ from sbert_keras.training.schedules import check_optimizer_settings
 from sbert_keras.training.schedules import paper_optimizer
 from sbert_keras.training.step_log import StepLog
 from sbert_keras.utils.atomic_io import TRAINING_LOG
+from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CLIP_NORM
 from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS  # noqa: F401 (public here too)

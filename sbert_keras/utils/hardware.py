@@ -11,9 +11,8 @@ vocabulary of `sbert_keras.model.precision`).
 import dataclasses
 import functools
 
-import tensorflow as tf
-
 from sbert_keras.utils import console
+from sbert_keras.utils.backends import tensorflow as tf
 
 # CPU flags that give bf16 matmuls (AVX512-BF16, AMX).
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})

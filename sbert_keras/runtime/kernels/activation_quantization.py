@@ -12,7 +12,7 @@ x_q, scale, zero = quantize_rows(x)      # quint8, x ~= scale * (x_q - zero) per
 ```
 """
 
-import tensorflow as tf
+from sbert_keras.utils.backends import tensorflow as tf
 
 
 def quantize_activations(x, x_range=None, axis=None):

@@ -32,10 +32,10 @@ weights = quantize_role(kernel, bias, "intermediate", stats[0])
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.compat import keras as keras_compat
 from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.utils.backends import tensorflow as tf
 
 ROLES = ("qkv", "attention_output", "intermediate", "output")
 # The recipe of an encoder quantized by Keras (`quantize("int8")`): its own

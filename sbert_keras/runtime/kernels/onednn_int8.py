@@ -57,12 +57,12 @@ import functools
 import warnings
 
 import keras
-import tensorflow as tf
 
 from sbert_keras.compat import tensorflow as tf_compat
 from sbert_keras.runtime.kernels.activation_quantization import quantize_activations
 from sbert_keras.runtime.kernels.activation_quantization import quantize_rows
 from sbert_keras.utils import hardware
+from sbert_keras.utils.backends import tensorflow as tf
 
 # CPU flags (from /proc/cpuinfo) of the instructions that make int8 matmuls
 # fast and exact: VNNI's `vpdpbusd` accumulates u8 x s8 products in int32.

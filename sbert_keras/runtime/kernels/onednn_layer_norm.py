@@ -35,9 +35,9 @@ if layer_norm_available():
 import functools
 
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.compat import tensorflow as tf_compat
+from sbert_keras.utils.backends import tensorflow as tf
 
 LAYER_NORM_OP = "_MklLayerNorm"
 # Agreement of the fused op with the composite on the availability probe.

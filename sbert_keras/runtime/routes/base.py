@@ -19,7 +19,7 @@ A `Runner` has one call for a few texts (`query`) and one for batches
 says so, and the engine calls `refresh` and asks once more.
 """
 
-import tensorflow as tf
+from sbert_keras.utils.backends import tensorflow as tf
 
 # Request size classes: one text, a few texts in one call, length-sorted batches.
 SIZES = ("one", "few", "batch")

@@ -35,11 +35,11 @@ encoder.engine.verdicts.get(XlaQueryRoute.name, "float32")  # True once checked
 import warnings
 
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.routes import base
+from sbert_keras.utils.backends import tensorflow as tf
 
 # One text of at most this many tokens (after padding to BUCKET) runs here.
 MAX_TOKENS = 32

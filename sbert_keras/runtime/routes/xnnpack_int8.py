@@ -29,7 +29,7 @@ oneDNN route. Set `SBERT_KERAS_NO_XNNPACK=1` to use the oneDNN route in
 Example:
 ```python
 encoder.encode(texts, precision="int8")  # through `XnnpackInt8Route` where the CPU has VNNI/AMX
-forward = tf.function(fused.build_forward(encoder, weights, fused_norm=False), input_signature=SIGNATURE)
+forward = tf.function(fused.build_forward(encoder, weights, fused_norm=False), input_signature=signature())
 run = Runner(convert(forward), version=weights.version)
 pooled = run(token_ids, padding_mask)  # float32 numpy array
 ```
@@ -40,19 +40,23 @@ import threading
 import warnings
 
 import numpy as np
-import tensorflow as tf
 
 from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime import strings_graph
 from sbert_keras.runtime.routes import base
+from sbert_keras.utils.backends import tensorflow as tf
 
 DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
 # CPU features of XNNPACK's fast int8 kernels; without them int8 falls back (see `available`).
-SIGNATURE = (
-    tf.TensorSpec([None, None], tf.int32, name="token_ids"),
-    tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
-)
+
+
+def signature():
+    """The input signature of the int8 forward: `token_ids` and `padding_mask`, int32 `(batch, length)`."""
+    return (
+        tf.TensorSpec([None, None], tf.int32, name="token_ids"),
+        tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
+    )
 
 
 def available(host):
@@ -66,7 +70,7 @@ def convert(function):
     """The TFLite flatbuffer (bytes) of a traced float32 `function`, its weights int8.
 
     Args:
-        function: a `tf.function` with `SIGNATURE`; the variables it reads
+        function: a `tf.function` with `signature()`; the variables it reads
             are frozen into the model.
     """
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()], function)
@@ -176,7 +180,7 @@ class XnnpackInt8Route(base.Route):
         if self.interpreter is None or self.interpreter.version != weights.version:
             forward = fused.build_forward(self.encoder, weights, fused_norm=False)
             self.interpreter = None  # the old interpreter's memory goes before the new one is built
-            self.interpreter = Runner(convert(tf.function(forward, input_signature=SIGNATURE)), weights.version)
+            self.interpreter = Runner(convert(tf.function(forward, input_signature=signature())), weights.version)
         return self.interpreter
 
     def build(self, precision):
