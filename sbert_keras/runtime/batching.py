@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
 
-from sbert_keras.model.preprocessor import pad_rows
+from sbert_keras.model.host_tokenizer import pad_rows
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 
