@@ -3,7 +3,9 @@
 `siamese` and `cached_siamese` hold the models that put one encoder inside
 each SBERT objective (`siamese_preprocessor` tokenises their inputs), `single_text_models` the batch-hard triplet and
 distillation models, `objectives` the table from objective name to model,
-loss and inputs, `pipelines` the tf.data batching, `schedules` the
+loss and inputs, `pipelines` the tf.data batching, `batch_plans` the batches of each pass (NumPy, every
+backend), `host_pipelines` their host twin on JAX and PyTorch (a `keras.utils.PyDataset`), `backend_fit`
+what a run does off TensorFlow, `schedules` the
 optimizer and warmup, `fit_checks` the checks of every step, `fit_inputs`
 the checks of the texts and labels a run receives, `backup`
 resumable runs, `step_log` the CSV log of every step, `distributed`

@@ -27,6 +27,8 @@ import numpy as np
 from keras import tree
 
 from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.training.host_pipelines import ArrayBatches
+from sbert_keras.utils import backends
 from sbert_keras.utils import defaults
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -113,7 +115,7 @@ def check_label_array(labels, argument, one_per_row=True):
     if labels is None:
         raise TypeError(f"`{argument}` is None; this objective needs one label per example.")
     try:
-        array = np.asarray(labels.numpy() if tf.is_tensor(labels) else labels)
+        array = np.asarray(labels.numpy() if backends.is_tf_tensor(labels) else labels)
     except ValueError:  # ragged lists
         raise TypeError(f"`{argument}` must be an array of numbers, one label per example; it is ragged.") from None
     if array.dtype.kind not in "biuf":
@@ -160,7 +162,9 @@ def check_examples(examples, argument="train"):
             raise ValueError(f"`{name}` has {count} entries and `{first}` {n}; every field needs one per example.")
 
 
-def array_batches(x, y=None, sample_weight=None, batch_size=None, shuffle=True, validation_split=None):
+def array_batches(
+    x, y=None, sample_weight=None, batch_size=None, shuffle=True, validation_split=None, preprocessor=None
+):
     """Arrays given to `fit` as batches in a new order each epoch, as Keras' `fit` gives them.
 
     KerasHub's `Task.fit` batches arrays in their order, so Keras' default
@@ -177,9 +181,15 @@ def array_batches(x, y=None, sample_weight=None, batch_size=None, shuffle=True, 
         shuffle: bool. A new order each epoch.
         validation_split: float in [0, 1) or None. The fraction of the last
             rows kept apart for validation.
+        preprocessor: callable `(x, y, sample_weight) -> batch` or None (the
+            model's preprocessor, e.g. a `SiamesePreprocessor`). On JAX and
+            PyTorch it tokenises each batch on the host; on TensorFlow the
+            model maps it over the tf.data batches itself.
 
     Returns:
-        `(dataset, validation)`: `validation` is `(x, y, sample_weight)` of
+        `(dataset, validation)`: a `tf.data.Dataset` on TensorFlow, else a
+        `keras.utils.PyDataset` (`host_pipelines.ArrayBatches`) of the
+        preprocessed batches; `validation` is `(x, y, sample_weight)` of
         the split rows, or None.
 
     Example:
@@ -197,6 +207,8 @@ def array_batches(x, y=None, sample_weight=None, batch_size=None, shuffle=True, 
         kept = n - int(n * validation_split)
         validation = keras.utils.unpack_x_y_sample_weight(tree.map_structure(lambda a: a[kept:], data))
         data, n = tree.map_structure(lambda a: a[:kept], data), kept
+    if not backends.uses_tensorflow():
+        return ArrayBatches(data, batch_size, shuffle, preprocessor), validation
     dataset = tf.data.Dataset.from_tensor_slices(data)
     if shuffle:
         dataset = dataset.shuffle(n, reshuffle_each_iteration=True)
@@ -214,4 +226,4 @@ def _columns(x):
 
 def _as_array(value):
     """A column as NumPy (a list of texts as a string array), a tensor as it is."""
-    return value if isinstance(value, (tf.Tensor, tf.RaggedTensor)) else np.asarray(value)
+    return value if backends.is_tf_tensor(value, ragged=True) else np.asarray(value)

@@ -5,16 +5,21 @@ preprocessor packs to a fixed length). For training, this module instead
 tokenises inside tf.data and pads each batch only to a length from the
 small set `defaults.BUCKETS`, so the train step sees few distinct shapes
 (Keras' `reduce_retracing` keeps it at one or two traces). Three batchings
-(`defaults.BATCHINGS`):
+(`defaults.BATCHINGS`), planned in NumPy by `batch_plans`:
 
 - `"bucket"`: groups examples of similar length
   (`tf.data.Dataset.bucket_by_sequence_length`), the fastest per epoch.
 - `"no_duplicates"`: random batches in which no text appears twice (in any
   role), for in-batch negatives, where a repeated premise or hypothesis is
-  its own false negative. sentence-transformers' `NoDuplicatesBatchSampler`
-  is a PyTorch sampler, and tf.data has no sampler of this kind, so the
-  greedy plan (`no_duplicate_batches`) is written here.
+  its own false negative (`batch_plans.no_duplicate_batches`).
 - `"shuffle"`: random batches, duplicates allowed (the plain baseline).
+
+On JAX and PyTorch `siamese_dataset` returns the host twin instead,
+`host_pipelines.HostBatches` (a `keras.utils.PyDataset`): the same batches,
+tokenised on the host. With `passes` (what `train_objective` uses) every
+batching gives the same example indices per batch on every backend for the
+same seed; without it, a shuffled `"bucket"` pass on TensorFlow comes from
+tf.data's own shuffle.
 
 Every dataset states its number of batches (`cardinality()`), so that
 Keras' progress bar shows a total and the learning-rate schedule spans the
@@ -26,23 +31,22 @@ the token lengths (`bucket_batch_count`); for plans, from the plans drawn
 ahead (`PassPlans`).
 """
 
-import warnings
-
 import numpy as np
 
-from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.training.batch_plans import PassPlans
+from sbert_keras.training.batch_plans import bucket_batch_count
+from sbert_keras.training.batch_plans import bucket_batches  # noqa: F401 (importable from here too)
+from sbert_keras.training.batch_plans import bucket_boundaries
+from sbert_keras.training.batch_plans import check_batching
+from sbert_keras.training.batch_plans import check_columns
+from sbert_keras.training.batch_plans import no_duplicate_batches  # noqa: F401 (importable from here too)
+from sbert_keras.training.batch_plans import pass_order
+from sbert_keras.training.batch_plans import split_to_count  # noqa: F401 (importable from here too)
+from sbert_keras.training.batch_plans import text_codes
+from sbert_keras.training.host_pipelines import HostBatches
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
-from sbert_keras.utils.defaults import BATCHING
-from sbert_keras.utils.defaults import BATCHINGS
-from sbert_keras.utils.defaults import BUCKETS
-from sbert_keras.utils.defaults import DEFAULT_BATCHING
 from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
-
-
-def bucket_boundaries(sequence_length):
-    """Upper bounds (exclusive) of the length buckets up to `sequence_length`."""
-    lengths = [b for b in BUCKETS if b < sequence_length] + [sequence_length]
-    return [b + 1 for b in lengths]
 
 
 def row_lengths(columns, preprocessor):
@@ -58,153 +62,6 @@ def row_lengths(columns, preprocessor):
     ds = tf.data.Dataset.from_tensor_slices(tuple(columns)).batch(1024)
     ds = ds.map(longest, num_parallel_calls=tf.data.AUTOTUNE)
     return np.concatenate([np.zeros(0, "int64"), *ds.as_numpy_iterator()])
-
-
-def bucket_batch_count(lengths, sequence_length, batch_size):
-    """The batches of one pass of `bucket_by_sequence_length`: `ceil(rows / batch_size)` summed over buckets.
-
-    A row of length `l` goes to the bucket `i` with `boundaries[i - 1] <= l <
-    boundaries[i]`, as tf.data assigns it; each bucket yields its full
-    batches as they fill and its partial one at the end, whatever the order.
-
-    Args:
-        lengths: int array `(n,)`, e.g. from `row_lengths`.
-        sequence_length: int. The preprocessor's `sequence_length`.
-        batch_size: int. Rows per full batch.
-    """
-    buckets = np.searchsorted(bucket_boundaries(sequence_length), lengths, side="right")
-    return int(np.sum(-(-np.bincount(buckets) // batch_size)))
-
-
-def text_codes(columns):
-    """`(n, len(columns))` int64: one code per distinct text, shared across columns."""
-    codes = {}
-    return np.array([[codes.setdefault(t, len(codes)) for t in row] for row in zip(*columns)], "int64")
-
-
-def no_duplicate_batches(codes, batch_size, order):
-    """Batches of row indices in which no text code appears in two rows.
-
-    Greedy, as sentence-transformers' `NoDuplicatesBatchSampler`: walk the
-    rows not yet used in `order`, take each whose texts are not yet in the
-    batch, skip (defer) the others, and close the batch when full; a pass
-    that cannot fill it closes it short. Every row lands in exactly one
-    batch. A row may repeat a text within itself (e.g. anchor == positive).
-
-    Args:
-        codes: int array `(n, k)`, e.g. from `text_codes`.
-        batch_size: int. Rows per full batch.
-        order: int array `(n,)`, a permutation of the rows.
-
-    Returns:
-        list of int64 arrays.
-
-    Example:
-    ```python
-    codes = text_codes([["a", "a", "b"], ["x", "y", "z"]])
-    no_duplicate_batches(codes, 2, np.arange(3))  # [array([0, 2]), array([1])]
-    ```
-    """
-    rows = [frozenset(r) for r in codes.tolist()]
-    remaining = dict.fromkeys(np.asarray(order).tolist())
-    batches = []
-    while remaining:
-        batch, used = [], set()
-        for i in remaining:
-            if used.isdisjoint(rows[i]):
-                batch.append(i)
-                used.update(rows[i])
-                if len(batch) == batch_size:
-                    break
-        for i in batch:
-            del remaining[i]
-        batches.append(np.array(batch, "int64"))
-    return batches
-
-
-def split_to_count(batches, count):
-    """`batches` made exactly `count` long: the largest split in two while too few.
-
-    The halves of a batch with no repeated text have none either. A plan
-    longer than `count` loses its last (short) batches, with a warning.
-
-    Args:
-        batches: list of int arrays, a pass's plan.
-        count: int. The batches the pass must have.
-    """
-    batches = list(batches)
-    while len(batches) < count and max(map(len, batches), default=0) > 1:
-        i = max(range(len(batches)), key=lambda j: len(batches[j]))
-        half = (len(batches[i]) + 1) // 2
-        batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
-    if len(batches) > count:
-        dropped = sum(map(len, batches[count:]))
-        warnings.warn(
-            f"This pass's plan has {len(batches)} batches, more than the {count} of the passes planned ahead "
-            f"(`epochs`); its last {len(batches) - count} batch(es), {dropped} row(s), are left out.",
-            stacklevel=2,
-        )
-    return batches[:count]
-
-
-class PassPlans:
-    """The row batches of each pass over the data (what `_planned` yields).
-
-    The plan of pass `p` comes from `np.random.default_rng([seed, p])` (or
-    one unseeded generator). A no-duplicates plan's number of batches depends
-    on the order drawn (a pass that cannot fill its last batches closes them
-    short), so with `passes` the first `passes` plans are drawn ahead and
-    each pass gets their largest count (`split_to_count`): `num_batches`,
-    the dataset's cardinality. Random batches always number `ceil(n / batch_size)`.
-
-    Args:
-        n: int. Rows.
-        batch_size: int. Rows per full batch.
-        shuffle: bool. A new order each pass (else the rows in order).
-        seed: int or None. The seed of the orders.
-        codes: int array `(n, k)` of `text_codes`, or None: no-duplicates
-            batches, or plain slices of the order.
-        passes: int or None. The passes planned ahead (the epochs); None:
-            each planned when it starts, their count unknown (`num_batches`
-            None) for no-duplicates batches.
-    """
-
-    def __init__(self, n, batch_size, shuffle=True, seed=None, codes=None, passes=None):
-        self.n, self.batch_size, self.shuffle, self.seed, self.codes = n, batch_size, shuffle, seed, codes
-        self.rng = np.random.default_rng(seed) if seed is None else None
-        self.drawn = 0
-        self.ahead = [self.draw() for _ in range(passes or 0)] if codes is not None else []
-        self.num_batches = -(-n // batch_size) if codes is None else max(map(len, self.ahead), default=None)
-
-    def draw(self, index=None):
-        """Pass `index`'s plan (the next pass's when None), as drawn (a list of int64 arrays)."""
-        index = self.drawn if index is None else index
-        order = np.arange(self.n)
-        if self.shuffle:
-            order = (self.rng or np.random.default_rng([self.seed, index])).permutation(self.n)
-        self.drawn = max(self.drawn, index + 1)
-        if self.codes is not None:
-            return no_duplicate_batches(self.codes, self.batch_size, order)
-        return [order[i : i + self.batch_size] for i in range(0, self.n, self.batch_size)]
-
-    def plan(self, index):
-        """The plan of pass `index` (from 0), `num_batches` long when that is known: the same in every process."""
-        plan = self.ahead[index] if index < len(self.ahead) else self.draw(index)
-        return plan if self.num_batches is None else split_to_count(plan, self.num_batches)
-
-    def next_pass(self):
-        """The plan of the pass that starts now, `num_batches` long when that is known."""
-        plan = self.ahead.pop(0) if self.ahead else self.draw()
-        return plan if self.num_batches is None else split_to_count(plan, self.num_batches)
-
-
-def check_batching(batching, objective=None):
-    """`batching` (None: `objective`'s default) if it is one of `defaults.BATCHINGS`, else a `ValueError`."""
-    if batching is None:
-        batching = BATCHING.get(objective, DEFAULT_BATCHING)
-    if batching not in BATCHINGS:
-        raise ValueError(f"`batching` must be one of {BATCHINGS}. Received {batching!r}.")
-    return batching
 
 
 def siamese_dataset(
@@ -265,16 +122,10 @@ def siamese_dataset(
     ```
     """
     batching = check_batching(batching, objective)
-    if len(columns) != len(roles):
-        raise ValueError(f"Expected {len(roles)} text columns {roles}; received {len(columns)}.")
-    columns = [check_texts(c, what=f"{role} texts") for c, role in zip(columns, roles, strict=True)]
-    n = len(columns[0])
-    for role, column in zip(roles, columns, strict=True):
-        if len(column) != n:
-            raise ValueError(f"Column {role!r} has {len(column)} texts; expected {n}.")
-    labels = np.zeros(n, label_dtype) if labels is None else np.asarray(labels, label_dtype)
-    if len(labels) != n:
-        raise ValueError(f"Got {len(labels)} labels for {n} examples.")
+    columns, labels = check_columns(columns, labels, roles, label_dtype)
+    if not backends.uses_tensorflow():
+        return HostBatches(columns, labels, preprocessor, roles, batching, batch_size, shuffle, seed, epochs, passes)
+    n = len(labels)
     if batching == "bucket":
         ds = _bucketed(columns, labels, preprocessor, batch_size, shuffle, seed, passes)
     else:
@@ -328,14 +179,9 @@ def _bucketed(columns, labels, preprocessor, batch_size, shuffle, seed, passes=N
             order = order.shuffle(n, seed=seed, reshuffle_each_iteration=True)
         return one_pass(order).apply(tf.data.experimental.assert_cardinality(count))
     pass_seed = np.random.randint(2**31) if seed is None else seed
-
-    def pass_order(index):
-        if not shuffle:
-            return tf.data.Dataset.range(n)
-        keys = tf.random.stateless_uniform([n], seed=tf.stack([tf.constant(pass_seed, tf.int64), index]))
-        return tf.data.Dataset.from_tensor_slices(tf.argsort(keys, stable=True))
-
-    ds = tf.data.Dataset.range(passes.start, passes.stop).flat_map(lambda index: one_pass(pass_order(index)))
+    # The orders of `batch_plans.pass_order`, as on every backend: the same seed, the same batches.
+    orders = np.stack([pass_order(n, shuffle, pass_seed, index) for index in passes])
+    ds = tf.data.Dataset.from_tensor_slices(orders).flat_map(lambda o: one_pass(tf.data.Dataset.from_tensor_slices(o)))
     return ds.apply(tf.data.experimental.assert_cardinality(count * len(passes)))
 
 

@@ -32,7 +32,11 @@ from sbert_keras.model.precision import set_precision  # noqa: F401 (public here
 from sbert_keras.training import distributed
 from sbert_keras.training.backup import RunBackup
 from sbert_keras.training.backup import resumed_fits
+from sbert_keras.training.backend_fit import fit_batches
+from sbert_keras.training.backend_fit import has_strategy
+from sbert_keras.training.backend_fit import refuse_strategy_off_tensorflow
 from sbert_keras.training.fit_checks import check_finite_weights
+from sbert_keras.training.host_pipelines import batch_count
 from sbert_keras.training.objectives import LABEL_DTYPES
 from sbert_keras.training.objectives import MODEL_CLASSES  # noqa: F401 (public here too)
 from sbert_keras.training.objectives import array_sha256
@@ -80,7 +84,7 @@ def check_hyperparameters(epochs, batch_size, learning_rate, warmup_fraction=PAP
 
 
 def seed_everything(seed, model=None):
-    """Seeds Python, NumPy and TensorFlow, and `model`'s dropout.
+    """Seeds Python, NumPy and the Keras backend (TensorFlow, JAX or PyTorch), and `model`'s dropout.
 
     `keras.utils.set_random_seed` seeds what is built after it (a new head's
     initial weights) and the global generators; a layer's dropout draws from
@@ -181,6 +185,7 @@ def run_fingerprint(objective, encoder, train, dev, **settings):
     }
 
 
+@refuse_strategy_off_tensorflow
 @distributed.under_strategy
 def train_objective(
     objective,
@@ -317,12 +322,12 @@ def train_objective(
             epochs=epochs,
             passes=passes,
         )
-        return distributed.shard_by_data(dataset) if tf.distribute.has_strategy() else dataset
+        return distributed.shard_by_data(dataset) if has_strategy() else dataset
 
     dataset = dataset_of(range(epochs))
-    steps = int(dataset.cardinality()) // epochs  # every epoch's; the schedule ends (lr 0) just after the last
+    steps = batch_count(dataset) // epochs  # every epoch's; the schedule ends (lr 0) just after the last
     loss = objective_loss(objective)
-    replicas_in_sync = tf.distribute.get_strategy().num_replicas_in_sync
+    replicas_in_sync = tf.distribute.get_strategy().num_replicas_in_sync if has_strategy() else 1
     if clipnorm and replicas_in_sync > 1:
         # Keras clips each replica's gradients before they are summed: not the global norm of one process.
         raise ValueError(
@@ -330,11 +335,12 @@ def train_objective(
             "replica's gradients before summing them, not the global gradient; pass clipnorm=None "
             "(`--clip-norm 0`)."
         )
-    if tf.distribute.has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
+    if has_strategy():  # workers shard the batches; the loss and fit fixed for Keras 3.15
         loss = replicas.ReplicaScaledLoss(model.default_loss() if loss == "auto" else loss)
     optimizer = paper_optimizer(epochs * steps, learning_rate, warmup_fraction, weight_decay, clipnorm)
     model.compile(optimizer=optimizer, loss=loss)
-    distributed.prepare_model(model)
+    if has_strategy():
+        distributed.prepare_model(model)
     # Keras' epoch line first, then the dev line; the step log and the dev figures before the backup.
     progress_bar = verbose and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks)
     all_callbacks = [keras.callbacks.ProgbarLogger()] if progress_bar else []
@@ -373,7 +379,7 @@ def train_objective(
     all_callbacks.extend(callbacks)
     history = keras.callbacks.History()
     for fit_data, fit_kwargs in fits:
-        history = model.fit(fit_data, callbacks=all_callbacks, verbose=verbose, shuffle=False, **fit_kwargs)
+        history = fit_batches(model, fit_data, callbacks=all_callbacks, verbose=verbose, **fit_kwargs)
     if backup is None:
         check(epochs, 0)  # the backup checks at each save, the last one included
     keras_training.set_initial_epoch(model, None)  # Keras would start a later `fit` at the restored epoch.
