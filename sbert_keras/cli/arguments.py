@@ -19,6 +19,7 @@ from sbert_keras.cli.flag_types import non_negative_float
 from sbert_keras.cli.flag_types import non_negative_int
 from sbert_keras.cli.flag_types import positive_int
 from sbert_keras.cli.flag_types import training_precision
+from sbert_keras.utils import backends
 from sbert_keras.utils import defaults
 
 # Line width of the descriptions (`HelpFormatter` keeps their line breaks).
@@ -194,6 +195,12 @@ def add_train_arguments(p):
         default="none",
         help="multi-worker: one worker of a tf.distribute.MultiWorkerMirroredStrategy cluster described by TF_CONFIG "
         "(run the same command on every worker; --batch-size is global; worker 0 writes --output)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=list(backends.BACKENDS),
+        help="Keras backend of the run (default: $KERAS_BACKEND, else TensorFlow when installed); set before Keras "
+        "is imported. JAX and PyTorch tokenise on the host and need no TensorFlow; multi-worker needs tensorflow",
     )
 
 

@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import os
 import sys
 import zipfile
 
@@ -33,6 +34,7 @@ from sbert_keras.cli.flag_types import non_negative_int  # noqa: F401 (importabl
 from sbert_keras.cli.flag_types import positive_int  # noqa: F401 (importable from here too)
 from sbert_keras.cli.flag_types import training_precision  # noqa: F401 (importable from here too)
 from sbert_keras.integrations import beam_arguments
+from sbert_keras.utils import backends
 from sbert_keras.utils import console
 from sbert_keras.utils import defaults
 from sbert_keras.utils import tf_startup
@@ -203,6 +205,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
         check_args(args)
+        select_backend(getattr(args, "backend", None), getattr(args, "strategy", "none"))
         function = import_command(args)
         # Keras writes progress to stdout; keep stdout for the JSON result.
         with contextlib.redirect_stdout(sys.stderr):
@@ -221,16 +224,58 @@ def main(argv=None):
     return 0
 
 
+def select_backend(backend, strategy="none"):
+    """Sets `KERAS_BACKEND` to `backend` (a `--backend` flag) before Keras is imported; one-line errors.
+
+    Args:
+        backend: str or None. `"tensorflow"`, `"jax"` or `"torch"`; None:
+            `$KERAS_BACKEND`, else the default (`backends.default_backend`).
+        strategy: str. `--strategy`; `"multi-worker"` needs TensorFlow.
+
+    Raises:
+        ValueError: Keras already imported with another backend (the backend
+            is per process), or multi-worker off TensorFlow.
+        ImportError: the backend's library is not installed.
+
+    Example:
+    ```python
+    select_backend("jax")  # then import the command's module
+    ```
+    """
+    if backend is not None:
+        keras = sys.modules.get("keras")
+        current = keras.backend.backend() if keras is not None and hasattr(keras, "backend") else None
+        if current not in (None, backend):
+            raise ValueError(
+                f"--backend {backend}: Keras is already imported with the {current!r} backend in this process "
+                "(the backend is chosen once per process); run the command in a new process."
+            )
+        if not backends.installed(backend):
+            raise ImportError(f"--backend {backend}: {backend} is not installed (pip install {backend}).")
+        os.environ["KERAS_BACKEND"] = backend
+    if strategy == "multi-worker" and backends.keras_backend() != "tensorflow":
+        raise ValueError(
+            f"--strategy multi-worker runs on tf.distribute: it needs --backend tensorflow; the backend is "
+            f"{backends.keras_backend()!r}."
+        )
+
+
 def import_command(args):
     """The function of `args.fn`, after TensorFlow's quiet import; a status line while TensorFlow is new.
+
+    On JAX and PyTorch nothing imports TensorFlow here (the status line
+    names the backend).
 
     Raises:
         ImportError: the command's module cannot be imported, naming the extra to install if it has one.
     """
-    starting = "tensorflow" not in sys.modules
-    with console.status("sbert-keras: starting TensorFlow ...", "sbert-keras: TensorFlow started", starting):
-        tf_startup.enable_xla_cache()  # read once, when TensorFlow loads
-        console.quiet_tensorflow()  # sets TensorFlow's logging environment before anything imports it
+    on_tensorflow = backends.keras_backend() == "tensorflow"
+    name = "TensorFlow" if on_tensorflow else f"Keras ({backends.keras_backend()})"
+    starting = ("tensorflow" if on_tensorflow else "keras") not in sys.modules
+    with console.status(f"sbert-keras: starting {name} ...", f"sbert-keras: {name} started", starting):
+        if on_tensorflow:
+            tf_startup.enable_xla_cache()  # read once, when TensorFlow loads
+            console.quiet_tensorflow()  # sets TensorFlow's logging environment before anything imports it
         try:
             return command_function(args.fn)
         except ImportError as error:

@@ -30,11 +30,11 @@ from sbert_keras.evaluation.evaluators import EvaluationCallback
 from sbert_keras.losses import replicas
 from sbert_keras.model.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.training import distributed
-from sbert_keras.training.backup import RunBackup
-from sbert_keras.training.backup import resumed_fits
 from sbert_keras.training.backend_fit import fit_batches
 from sbert_keras.training.backend_fit import has_strategy
 from sbert_keras.training.backend_fit import refuse_strategy_off_tensorflow
+from sbert_keras.training.backup import RunBackup
+from sbert_keras.training.backup import resumed_fits
 from sbert_keras.training.fit_checks import check_finite_weights
 from sbert_keras.training.host_pipelines import batch_count
 from sbert_keras.training.objectives import LABEL_DTYPES
