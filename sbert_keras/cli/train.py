@@ -161,6 +161,7 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             "objective": args.objective,
             "model": args.model,
             "precision": precision,
+            "backend": keras.backend.backend(),
             "train_file": args.train,
             "dev_file": args.dev,
             "batch_size": args.batch_size,
