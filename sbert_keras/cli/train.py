@@ -182,7 +182,8 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             "readme": os.path.join(args.output, outputs.RUN_README),
         }
         outputs.write_json(os.path.join(work, "metrics.json"), report)
-        settings = {key: report[key] for key in ("objective", "epochs", "train_examples", "precision", "seed")}
+        keys = ("objective", "epochs", "train_examples", "precision", "backend", "seed")
+        settings = {key: report[key] for key in keys}
         settings.update(batch_size=args.batch_size, learning_rate=args.lr, train_seconds=report["train_seconds"])
         files = run_readme.write_run_readme(work, command_line(args), settings, shown_as=args.output)
         outputs.finalize_dir(work, target, {"command": "train", "files": files})
