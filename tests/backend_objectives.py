@@ -22,6 +22,7 @@ from sbert_keras.losses.pair_scores import CoSENTLoss
 from sbert_keras.losses.pair_scores import OnlineContrastiveLoss
 from sbert_keras.training import siamese
 from sbert_keras.training.cached_siamese import CachedContrastiveSiamese
+from sbert_keras.training.fit_checks import NonFiniteLossError
 from sbert_keras.training.schedules import paper_optimizer
 from sbert_keras.training.single_text_models import BatchHardTripletModel
 from sbert_keras.training.single_text_models import DistillationModel
@@ -77,7 +78,9 @@ BINARY = (np.arange(ROWS) % 2).astype("float32")
 CLASSES = (np.arange(ROWS) % 3).astype("int32")
 GROUPS = (np.arange(ROWS) % 2).astype("int32")
 TEACHER = LABELS.normal(size=(ROWS, 8)).astype("float32")
-JIT = os.environ.get("SBERT_KERAS_TEST_JIT", "0") == "1"  # XLA compiles cost more than these tiny steps
+# Tracing and XLA compiles cost more than these tiny steps (the graphs are tested elsewhere).
+JIT = os.environ.get("SBERT_KERAS_TEST_JIT", "0") == "1"
+EAGER = keras.backend.backend() == "tensorflow" and not JIT
 PAIR, TRIPLE = ("sentence_a", "sentence_b"), ("anchor", "positive", "negative")
 
 
@@ -86,8 +89,16 @@ def objectives():
     sgd = lambda: keras.optimizers.SGD(0.1)  # noqa: E731
 
     def compiled(model, loss="auto", optimizer=None):
-        model.compile(optimizer=optimizer or sgd(), loss=loss, jit_compile=JIT)
+        model.compile(optimizer=optimizer or sgd(), loss=loss, jit_compile=JIT, run_eagerly=EAGER)
         return model
+
+    def dense(encoder):
+        # TensorFlow hands Adam the token embedding's gradient as `IndexedSlices`, and Keras' Adam squares each
+        # occurrence's row before summing them; JAX and PyTorch give it dense. Frozen, every gradient is dense.
+        encoder.backbone.token_embedding.trainable = False
+        return encoder
+
+    pair = (features(*PAIR), SCORES)
 
     def adamw():
         optimizer = paper_optimizer(STEPS, learning_rate=1e-2)
@@ -98,11 +109,7 @@ def objectives():
 
     return {
         "regression": (lambda e: compiled(siamese.RegressionSiamese(e)), features(*PAIR), SCORES),
-        "regression_adamw": (
-            lambda e: compiled(siamese.RegressionSiamese(e), optimizer=adamw()),
-            features(*PAIR),
-            SCORES,
-        ),
+        "regression_adamw": (lambda e: compiled(siamese.RegressionSiamese(dense(e)), optimizer=adamw()), *pair),
         "cosent": (lambda e: compiled(siamese.RegressionSiamese(e), CoSENTLoss()), features(*PAIR), SCORES),
         "angle": (
             lambda e: compiled(siamese.RegressionSiamese(e, pair_output="embeddings"), AnglELoss()),
@@ -194,6 +201,21 @@ def ops_numpy(value):
     return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(value, "float32")))
 
 
+def refused_step(weights_dir, out):
+    """A learning rate that makes the second step's loss NaN: `fit` raises, the weights stay the first step's."""
+    model = siamese.RegressionSiamese(encoder(weights_dir))
+    model.compile(optimizer=keras.optimizers.SGD(1e30), jit_compile=JIT)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    try:
+        model.fit(features(*PAIR), SCORES, batch_size=BATCH, shuffle=False, verbose=0)
+        out["refused/message"] = np.array("")
+    except NonFiniteLossError as error:
+        out["refused/message"] = np.array(str(error))
+    after = [v.numpy() for v in model.trainable_variables]
+    out["refused/finite"] = np.bool_(all(np.all(np.isfinite(v)) for v in after))
+    out["refused/moved"] = np.bool_(any(not np.array_equal(a, b) for a, b in zip(before, after, strict=True)))
+
+
 def bfloat16_dtypes(weights_dir, out):
     """Under `mixed_bfloat16`: the dtypes of each loss and output, and one step's finite loss."""
     keras.config.set_dtype_policy("mixed_bfloat16")
@@ -206,7 +228,9 @@ def bfloat16_dtypes(weights_dir, out):
             labels = None if y is None else y[:BATCH]
             y_pred = model(batch)
             loss = model.compute_loss(x=batch, y=labels, y_pred=y_pred)
-            out[f"bfloat16/{name}/dtypes"] = np.array([keras.backend.standardize_dtype(t.dtype) for t in (loss, y_pred)])
+            out[f"bfloat16/{name}/dtypes"] = np.array(
+                [keras.backend.standardize_dtype(t.dtype) for t in (loss, y_pred)]
+            )
             steps = StepLosses()
             model.fit(batch, labels, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[steps])
             out[f"bfloat16/{name}/losses"] = np.asarray(steps.losses)
@@ -221,6 +245,8 @@ def main(argv):
     out = {}
     for name in names or table:
         run(name, *table[name], weights_dir, out)
+    if keras.backend.backend() != "tensorflow":
+        refused_step(weights_dir, out)
     if bfloat16:
         bfloat16_dtypes(weights_dir, out)
     ids, mask = token_ids(42, rows=5)

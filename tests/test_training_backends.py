@@ -19,7 +19,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "backend_objectives.py"
-TORCH_OBJECTIVES = ("regression", "triplet", "classification", "in_batch", "cached_in_batch", "distillation")
+TORCH_OBJECTIVES = ("regression", "regression_adamw", "triplet", "classification", "in_batch", "cached_in_batch")
 TOLERANCE = 1e-5
 
 
@@ -52,7 +52,9 @@ def test_same_losses_and_vectors_as_tensorflow(runs, backend):
     trained = {key.split("/")[0] for key in actual if key.endswith("/losses") and not key.startswith("bfloat16")}
     wanted = {key.split("/")[0] for key in expected if key.endswith("/losses")}
     assert trained == (wanted if backend == "jax" else set(TORCH_OBJECTIVES))
-    compared = [key for key in actual if key in expected and key != "tensorflow_imported"]
+    compared = [
+        key for key in actual if key in expected and key.split("/")[0] not in ("tensorflow_imported", "refused")
+    ]
     assert len(compared) >= 2 * len(trained) + 1  # per-step losses and final vectors of each, plain `predict`
     for key in compared:
         np.testing.assert_allclose(actual[key], expected[key], rtol=TOLERANCE, atol=TOLERANCE, err_msg=key)
@@ -67,3 +69,10 @@ def test_mixed_bfloat16_keeps_losses_float32_on_jax(runs):
         assert loss == "float32", key
         assert output == "float32", key
         assert np.all(np.isfinite(runs["jax"][key.replace("dtypes", "losses")])), key
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_a_non_finite_step_is_refused_and_the_weights_kept(runs, backend):
+    run = runs[backend]
+    assert "batch index 1 " in str(run["refused/message"]) and "not finite" in str(run["refused/message"])
+    assert run["refused/finite"] and run["refused/moved"]  # the first step applied, the second refused

@@ -269,19 +269,12 @@ class CheckedTraining:
         return None
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, **kwargs):
-        """Keras' `fit` (KerasHub's argument order), after `check_fit_inputs`, stopping at the first refused step.
-
-        On JAX and PyTorch a model without a preprocessor (token ids in
-        `x`) is fed by Keras' own array and generator adapters.
-        """
+        """Keras' `fit` (KerasHub's argument order), after `check_fit_inputs`, stopping at the first refused step."""
         check_fit_inputs(self, x, y, sample_weight, validation_data)
-        keras_fit = super().fit
         if is_dataset(x):
             # A dataset comes batched and in its order: Keras' default `shuffle=True` would only warn.
             kwargs.setdefault("shuffle", False)
-        elif not backends.uses_tensorflow() and getattr(self, "preprocessor", None) is None:
-            keras_fit = functools.partial(keras.Model.fit, self)  # token ids: no `tf.data` pipeline to build
-        elif x is not None:
+        elif x is not None and not self._on_keras_adapters():
             # KerasHub batches arrays in their order (and Keras warns): shuffle them as Keras would.
             split = kwargs.pop("validation_split", None) if validation_data is None else None
             x, split_data = array_batches(x, y, sample_weight, batch_size, kwargs.pop("shuffle", True), split)
@@ -294,7 +287,7 @@ class CheckedTraining:
             callbacks.append(self._fit_position)
         else:
             callbacks = [self._fit_position, *(callbacks or [])]
-        return keras_fit(
+        return self._keras_method("fit")(
             x,
             y,
             batch_size,
@@ -302,6 +295,24 @@ class CheckedTraining:
             validation_data=validation_data,
             callbacks=callbacks,
             **kwargs,
+        )
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """Keras' `evaluate`; token ids on JAX and PyTorch go through Keras' own adapters (no `tf.data`)."""
+        return self._keras_method("evaluate")(x, y, batch_size, **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """Keras' `predict`; token ids on JAX and PyTorch go through Keras' own adapters (no `tf.data`)."""
+        return self._keras_method("predict")(x, batch_size, **kwargs)
+
+    def _on_keras_adapters(self):
+        """Whether `fit`, `evaluate` and `predict` take Keras' own data adapters: token ids off TensorFlow."""
+        return not backends.uses_tensorflow() and getattr(self, "preprocessor", None) is None
+
+    def _keras_method(self, name):
+        """KerasHub's `name` (it batches with `tf.data` or Grain), or Keras' own for token ids off TensorFlow."""
+        return (
+            functools.partial(getattr(keras.Model, name), self) if self._on_keras_adapters() else getattr(super(), name)
         )
 
     def make_train_function(self, force=False):
@@ -314,7 +325,12 @@ class CheckedTraining:
         def checked(*args):
             result = function(*args)
             logs = result[0] if stateless else result
-            values = raise_on_bad_step(self, logs, getattr(self, "_fit_position", None) or FitPosition())
+            try:
+                values = raise_on_bad_step(self, logs, getattr(self, "_fit_position", None) or FitPosition())
+            except (LabelRangeError, NonFiniteLossError):
+                if stateless:  # `fit` writes JAX's state back as it ends: the refused step's, not the one before
+                    keras_training.set_jax_state(self, result[1])
+                raise
             self.last_step_loss = values.get("step_loss")
             return result
 
