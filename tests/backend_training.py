@@ -82,7 +82,7 @@ def main(argv):
             train,
             dev,
             batch_size=4,
-            learning_rate=1e-3,
+            learning_rate=2e-5 if name == "regression" else 1e-3,
             seed=0,
             verbose=0,
             output_dir=output_dir,
