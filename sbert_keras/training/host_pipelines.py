@@ -12,8 +12,9 @@ bucket length. The features are the same dict, `{f"{role}_token_ids",
 f"{role}_padding_mask"}` (int32), with the labels; the number of batches
 is known before the first (`len`).
 
-`array_batches` is the host twin of `fit_inputs.array_batches`' tf.data
-batches: arrays in a new order each epoch, tokenised batch by batch.
+`ArrayBatches` is the host twin of `fit_inputs.array_batches`' tf.data
+batches: arrays in a new order each epoch, each batch mapped by the
+model's preprocessor (tokenised on the host) when one is given.
 
 Example:
 ```python
