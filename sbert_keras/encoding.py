@@ -29,6 +29,8 @@ from sbert_keras.retrieval.scores import normalize as normalize_rows
 from sbert_keras.retrieval.scores import similarity_matrix
 from sbert_keras.runtime import batching
 from sbert_keras.runtime.engine import InferenceEngine
+from sbert_keras.runtime.host_engine import HostEngine
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
@@ -84,7 +86,7 @@ class RawTextMixin:
             **kwargs: Keras call arguments (ignored for text).
         """
         if args and is_raw_text(args[0]):
-            return tf.constant(self.encode(args[0], show_progress=False))
+            return keras.ops.convert_to_tensor(self.encode(args[0], show_progress=False))
         return super().__call__(*args, **kwargs)
 
 
@@ -134,7 +136,7 @@ class EngineMixin:
         """This encoder's `sbert_keras.runtime.engine.InferenceEngine` (created on first use)."""
         cache = self._inference_cache
         if getattr(cache, "engine", None) is None:
-            cache.engine = InferenceEngine(self)
+            cache.engine = InferenceEngine(self) if backends.uses_tensorflow() else HostEngine(self)
         return cache.engine
 
     def project(self, pooled):
@@ -268,7 +270,7 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
             **aliases: sentence-transformers' names, for code written for it:
                 `show_progress_bar` (`show_progress`), `normalize_embeddings`
                 (`normalize`), `convert_to_tensor=True` or
-                `convert_to_numpy=False` (a float32 `tf.Tensor` instead of a
+                `convert_to_numpy=False` (a float32 tensor of Keras' backend instead of a
                 NumPy array).
 
         Raises:
@@ -302,7 +304,7 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
             batching.report_truncation(self, num_truncated, len(texts))
         out = batching.finish(pooled, truncate_dim, self.normalize if normalize is None else normalize)
         out = out[0] if single else out
-        return tf.constant(out) if as_tensor else out
+        return keras.ops.convert_to_tensor(out) if as_tensor else out
 
 
 # sentence-transformers' names of `encode`'s arguments -> ours.
@@ -345,7 +347,9 @@ def holds_strings(x):
     dtype = getattr(x, "dtype", None)
     if isinstance(dtype, np.dtype):
         return dtype.kind in "USO"
-    return dtype is not None and tf.as_dtype(dtype) == tf.string
+    if dtype is None or not backends.tensorflow_loaded():
+        return dtype in ("string", "str")  # a KerasTensor's dtype name; no TensorFlow string tensors exist
+    return tf.as_dtype(dtype) == tf.string
 
 
 def is_raw_text(x):
@@ -362,7 +366,7 @@ def is_raw_text(x):
         return not x or not all(isinstance(t, dict) or (hasattr(t, "dtype") and not holds_strings(t)) for t in x)
     if isinstance(x, np.ndarray):
         return holds_strings(x)
-    if isinstance(x, (tf.Tensor, tf.RaggedTensor)):  # eager only: a symbolic tensor keeps the Keras path
+    if backends.is_tf_tensor(x, ragged=True):  # eager only: a symbolic tensor keeps the Keras path
         return holds_strings(x) and tf.executing_eagerly()
     return False
 
@@ -371,4 +375,4 @@ def is_single_text(x):
     """Whether `x` is one text: a string, or a 0-d string array or tensor (`encode` returns one vector)."""
     if isinstance(x, (str, bytes)):
         return True
-    return isinstance(x, (np.ndarray, tf.Tensor)) and len(x.shape) == 0 and holds_strings(x)
+    return (isinstance(x, np.ndarray) or backends.is_tf_tensor(x)) and len(x.shape) == 0 and holds_strings(x)

@@ -21,6 +21,8 @@ keys, values = merge_table(vocabulary, merges)
 
 import numpy as np
 
+from sbert_keras.utils.backends import tensorflow as tf
+
 NO_MERGE = int(np.iinfo(np.int64).max)
 
 

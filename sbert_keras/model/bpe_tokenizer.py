@@ -32,6 +32,7 @@ import keras_hub
 from sbert_keras.model.bpe_merges import merge_table
 from sbert_keras.model.bpe_merges import merge_words
 from sbert_keras.model.bpe_pretokenizer import pretokenize
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 
 
@@ -62,27 +63,43 @@ class ByteLevelBPETokenizer(keras_hub.models.RobertaTokenizer):
     """
 
     def set_vocabulary_and_merges(self, vocabulary, merges):
-        """Sets the vocabulary and merges (see KerasHub) and builds the id tables of `tokenize`."""
+        """Sets the vocabulary and merges (see KerasHub) and the id tables of `tokenize`.
+
+        The tables are TensorFlow lookup tables: built here on TensorFlow (a
+        `tf.data` pipeline cannot build them), on first use elsewhere.
+        """
         super().set_vocabulary_and_merges(vocabulary, merges)
+        self._tables = None
         if self.vocabulary is None:
             return
         characters = byte_characters()
         # A byte missing from the vocabulary is dropped before merging, as Hugging Face's BPE without
         # `unk_token` (RoBERTa's) drops it.
         self.drops_bytes = any(c not in self.vocabulary for c in characters)
-        self.byte_ids = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(
-                tf.constant([bytes([b]) for b in range(256)]),
-                tf.constant([self.vocabulary.get(c, -1) for c in characters], tf.int64),
-            ),
-            default_value=-1,
-        )
-        keys, values = merge_table(self.vocabulary, [str(m) for m in self.merges])
-        self.merge_lookup = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(keys, tf.int64), tf.constant(values, tf.int64)),
-            default_value=-1,
-        )
+        self.merge_keys, self.merge_values = merge_table(self.vocabulary, [str(m) for m in self.merges])
         self.longest_token = max(len(token) for token in self.vocabulary)
+        if backends.uses_tensorflow():
+            self.lookup_tables()
+
+    def lookup_tables(self):
+        """`(byte ids, merges)`: the `tf.lookup.StaticHashTable`s of `tokenize`, built on first use."""
+        if getattr(self, "_tables", None) is None:
+            characters = byte_characters()
+            byte_ids = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant([bytes([b]) for b in range(256)]),
+                    tf.constant([self.vocabulary.get(c, -1) for c in characters], tf.int64),
+                ),
+                default_value=-1,
+            )
+            merges = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(self.merge_keys, tf.int64), tf.constant(self.merge_values, tf.int64)
+                ),
+                default_value=-1,
+            )
+            self._tables = (byte_ids, merges)
+        return self._tables
 
     def cut_texts(self, texts, max_tokens):
         """Graph-safe: each text cut to what its first `max_tokens` tokens can depend on.
@@ -108,14 +125,15 @@ class ByteLevelBPETokenizer(keras_hub.models.RobertaTokenizer):
             texts = tf.where((starts == " ") | (texts == ""), texts, tf.strings.join([" ", texts]))
         # TensorFlow Text's splits end a text at a NUL byte: the words are found in a copy where NUL is
         # \x01 (the same class: neither space, letter nor digit), and cut from the text's own bytes.
+        byte_ids, merge_lookup = self.lookup_tables()
         words = pretokenize(tf.strings.regex_replace(texts, r"\x00", "\x01"))
         text_bytes = tf.strings.bytes_split(texts).flat_values
         word_bytes = tf.RaggedTensor.from_row_lengths(
-            self.byte_ids.lookup(text_bytes), tf.cast(tf.strings.length(words.flat_values), tf.int64)
+            byte_ids.lookup(text_bytes), tf.cast(tf.strings.length(words.flat_values), tf.int64)
         )
         if self.drops_bytes:
             word_bytes = tf.ragged.boolean_mask(word_bytes, word_bytes >= 0)
-        merged = merge_words(self.merge_lookup, len(self.vocabulary), word_bytes)
+        merged = merge_words(merge_lookup, len(self.vocabulary), word_bytes)
         ids = tf.RaggedTensor.from_row_splits(
             tf.cast(merged.flat_values, self.compute_dtype), tf.gather(merged.row_splits, words.row_splits)
         )

@@ -1,9 +1,12 @@
-"""Raw strings -> the integer inputs of a sentence encoder (tf.data side).
+"""Raw strings -> the integer inputs of a sentence encoder (tf.data side, or the host).
 
 `check_texts` and `check_sequence_length` validate what KerasHub's
 tokenizers and packers accept silently (bytes that are not UTF-8, lone
 surrogates, a length that leaves no room for a token) with messages that
-name the item or the argument.
+name the item or the argument. On TensorFlow the preprocessor tokenises
+inside the graph (`tf.data`, the SavedModel); on JAX and PyTorch it
+tokenises on the host with `tokenizers` (`model.host_tokenizer`), with the
+same ids: `host_token_ids`, `host_inputs` and `pad_rows`.
 """
 
 import numbers
@@ -14,6 +17,9 @@ import numpy as np
 
 from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.model.added_tokens import tokenize_with_added_tokens
+from sbert_keras.model.host_tokenizer import HostTokenizing
+from sbert_keras.model.host_tokenizer import pad_rows  # noqa: F401 (public here too)
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 
 
@@ -21,13 +27,13 @@ def _text_items(texts, what):
     """`texts` as a list of items: a string (or a 0-d array or tensor) is one item; checks the rank."""
     if isinstance(texts, (str, bytes)):
         return [texts]
-    if isinstance(texts, tf.RaggedTensor):
+    if backends.is_tf_tensor(texts, ragged=True) and not backends.is_tf_tensor(texts):
         raise TypeError(
             f"`{what}` is a ragged tensor of shape {texts.shape}: `{what}[0]` is a list of strings, not a "
             "string. Pass a 1-D sequence of strings (one text per item)."
         )
     kind = "array"
-    if isinstance(texts, tf.Tensor):
+    if backends.is_tf_tensor(texts):
         texts, kind = texts.numpy(), "tensor"  # a scalar string tensor gives bytes
         if isinstance(texts, bytes):
             return [texts]
@@ -135,14 +141,16 @@ def check_sequence_length(sequence_length, max_sequence_length=None):
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
+class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderPreprocessor):
     """Tokenises single sentences and packs them as `[start] ids [end] pad...`.
 
     It outputs the dictionary a `SentenceEncoder` takes: `token_ids` and
     `padding_mask` (and all-zero `segment_ids` when the backbone asks for
     them). Any KerasHub tokenizer with start, end and pad tokens works
-    (`BertTokenizer`, `RobertaTokenizer`, ...). It runs inside `tf.data`, so
-    `encoder.predict(["a", "b"])` and `encoder.fit(strings, ...)` take raw text.
+    (`BertTokenizer`, `RobertaTokenizer`, ...). On TensorFlow it runs inside
+    `tf.data`, so `encoder.predict(["a", "b"])` and `encoder.fit(strings, ...)`
+    take raw text; on JAX and PyTorch it tokenises on the host
+    (`host_token_ids`, `host_inputs`; `model.host_tokenizer`).
 
     Args:
         tokenizer: a `keras_hub.tokenizers.Tokenizer`.
@@ -218,8 +226,17 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         return ids[0] if scalar else ids
 
     def call(self, x, y=None, sample_weight=None):
-        """Strings -> the model-input dict (the `TextEmbedderPreprocessor` call, through `token_ids`)."""
+        """Strings -> the model-input dict (the `TextEmbedderPreprocessor` call, through `token_ids`).
+
+        Outside TensorFlow (JAX, PyTorch) strings are tokenised on the host
+        and padded to `sequence_length` (numpy arrays), as KerasHub does.
+        """
         x = x if isinstance(x, tuple) else (x,)
+        if not backends.uses_tensorflow() and not any(backends.is_tf_tensor(s, ragged=True) for s in x):
+            if len(x) != 1:
+                raise ValueError(f"SentenceEncoderPreprocessor takes one segment of texts; received {len(x)}.")
+            inputs = self.host_inputs(check_texts(x[0], "x"), self.sequence_length)
+            return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
         x = tuple(self.token_ids(segment) for segment in x)
         token_ids, segment_ids = self.packer(x)
         x = self._format_output(token_ids, segment_ids)
@@ -249,7 +266,13 @@ class SentenceEncoderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         return self.format_features(ids.to_tensor(self.tokenizer.pad_token_id))
 
     def tokenize(self, texts):
-        """Eager helper for `encode`: `(ragged ids, number truncated)`."""
+        """Eager helper for `encode`: `(ragged ids, number truncated)`.
+
+        Outside TensorFlow: `(rows, number truncated)`, `rows` as `host_token_ids` gives them.
+        """
+        if not backends.uses_tensorflow():
+            rows, truncated = self.host_token_ids(check_texts(texts))
+            return rows, int(truncated.sum())
         if getattr(self, "_tokenize_fn", None) is None:
             # Inside a tf.function KerasHub keeps tensors ragged (eagerly it
             # converts them to Python lists).

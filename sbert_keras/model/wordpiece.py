@@ -43,6 +43,7 @@ from sbert_keras.compat.keras_hub import preprocessing_function
 from sbert_keras.model.unicode_classes import char_map_arrays
 from sbert_keras.model.unicode_classes import patterns
 from sbert_keras.model.unicode_classes import white_space_after_cleaning
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.backends import tensorflow_text as tf_text
 
@@ -180,7 +181,15 @@ class HuggingFaceWordPiece:
     def set_vocabulary(self, vocabulary):
         super().set_vocabulary(vocabulary)
         self._word_pieces = None
-        if self.vocabulary is not None:
+        # tf.data needs the tf.text tokenizer built outside its pipeline: eagerly on TensorFlow, on first use (never,
+        # on the host path of JAX and PyTorch) elsewhere.
+        if self.vocabulary is not None and backends.uses_tensorflow():
+            self.word_pieces()
+
+    def word_pieces(self):
+        """tf.text's `FastWordpieceTokenizer` of the vocabulary, built on first use (needs TensorFlow Text)."""
+        if getattr(self, "_word_pieces", None) is None:
+            self._check_vocabulary()
             self._word_pieces = tf_text.FastWordpieceTokenizer(
                 vocab=self.vocabulary,
                 token_out_type=self.compute_dtype,
@@ -190,6 +199,7 @@ class HuggingFaceWordPiece:
                 no_pretokenization=True,
                 support_detokenization=False,
             )
+        return self._word_pieces
 
     def tokenize(self, inputs):
         self._check_vocabulary()
@@ -213,7 +223,7 @@ class HuggingFaceWordPiece:
             # `tokenizers` gives such a word its unknown token, where tf.text would end the word at the NUL.
             unknown |= tf.strings.regex_full_match(flat, "(?s).*\\x00.*")
         words = words.with_flat_values(tf.where(unknown, self.oov_token, flat))
-        tokens = self._word_pieces.tokenize(words).merge_dims(-2, -1)
+        tokens = self.word_pieces().tokenize(words).merge_dims(-2, -1)
         if self.sequence_length:
             shape = tokens.shape.as_list()
             shape[-1] = self.sequence_length

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
 
+from sbert_keras.model.host_tokenizer import pad_rows
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 
@@ -53,22 +54,34 @@ def report_truncation(encoder, num_truncated, num_texts):
         )
 
 
-def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurrency=CONCURRENT_BATCHES):
-    """Writes `run` of `ids` (ragged) into `out`, in length-sorted padded batches.
+def lengths_and_matrix(ids, pad_id):
+    """`(lengths (n,), token ids (n, longest) int32 padded with pad_id)` of ragged ids or a list of 1-D rows."""
+    if isinstance(ids, list):
+        return np.array([len(row) for row in ids], "int64"), pad_rows(ids, pad_id)
+    return ids.row_lengths().numpy(), ids.to_tensor(pad_id).numpy().astype("int32", copy=False)
+
+
+def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurrency=CONCURRENT_BATCHES, width=None):
+    """Writes `run` of `ids` into `out`, in length-sorted padded batches.
 
     Args:
         run: callable `(token_ids, padding_mask)` -> `(batch, dim)` tensor or
             array, safe to call from several threads (a traced `tf.function`,
             an `xnnpack.Runner`).
-        ids: tf.RaggedTensor `(n, None)` of token ids.
+        ids: tf.RaggedTensor `(n, None)` of token ids, or a list of 1-D
+            int32 arrays (the host tokenizer's rows).
         pad_id: int. The padding token id.
         batch_size: int. Rows per call of `run`.
         out: float32 array `(n, dim)`, filled in the original order.
         show_progress: bool. Show a tqdm progress bar.
         concurrency: int. Calls of `run` in flight at once.
+        width: callable `longest -> padded length` or None (pad to the
+            longest text of each batch). A compiler that specialises on
+            shapes (XLA under JAX) sees few lengths when it rounds up.
     """
-    lengths = ids.row_lengths().numpy()
-    flat = ids.to_tensor(pad_id).numpy().astype("int32", copy=False)
+    lengths, flat = lengths_and_matrix(ids, pad_id)
+    if width is not None and len(lengths):
+        flat = np.pad(flat, ((0, 0), (0, max(0, width(int(lengths.max())) - flat.shape[1]))), constant_values=pad_id)
     order = np.argsort(-lengths, kind="stable")
     progress = tqdm(total=len(lengths), desc="encode", unit="text") if show_progress else None
 
@@ -84,9 +97,10 @@ def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurre
     with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="encode") as pool:
         for start in range(0, len(lengths), batch_size):
             index = order[start : start + batch_size]
-            width = int(lengths[index].max())
-            mask = (np.arange(width)[None, :] < lengths[index, None]).astype("int32")
-            pending.append((index, pool.submit(call, flat[index, :width], mask)))
+            longest = int(lengths[index].max())
+            columns = longest if width is None else width(longest)
+            mask = (np.arange(columns)[None, :] < lengths[index, None]).astype("int32")
+            pending.append((index, pool.submit(call, flat[index, :columns], mask)))
             if len(pending) >= concurrency:
                 collect(*pending.popleft())
         while pending:

@@ -35,6 +35,7 @@ import weakref
 import keras
 
 from sbert_keras.compat import tensorflow as compat_tf
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 
 _EAGER_WRITES = "_sbert_keras_eager_writes"
@@ -128,7 +129,8 @@ def _install():
     optimizer_class.finalize_variable_values = hooked_finalize
 
 
-_install()
+if backends.uses_tensorflow():  # the fast routes it serves are TensorFlow graphs
+    _install()
 
 
 class WriteWatch:

@@ -113,8 +113,8 @@ class LazyModule(types.ModuleType):
         return self._module
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
+        if name.startswith("__") and name.endswith("__") and self.__name__ not in sys.modules:
+            raise AttributeError(name)  # a probe (`copy`, `inspect`, `__version__`) imports nothing
         return getattr(self._load(), name)
 
     def __repr__(self):

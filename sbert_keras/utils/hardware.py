@@ -11,6 +11,7 @@ vocabulary of `sbert_keras.model.precision`).
 import dataclasses
 import functools
 
+from sbert_keras.utils import backends
 from sbert_keras.utils import console
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -26,7 +27,7 @@ class Host:
 
     Args:
         cpu_flags: iterable of str. The `flags` of `/proc/cpuinfo` (kept as a frozenset).
-        gpu: bool. Whether TensorFlow sees a GPU.
+        gpu: bool. Whether Keras' backend sees a GPU.
 
     Example:
     ```python
@@ -96,7 +97,16 @@ def cpu_flags():
 
 @functools.lru_cache(maxsize=1)
 def has_gpu():
-    """Whether TensorFlow sees a GPU (asked once per process)."""
+    """Whether Keras' backend sees a GPU (asked once per process; JAX and torch are optional, imported here)."""
+    backend = backends.keras_backend()
+    if backend == "jax":
+        import jax
+
+        return any(device.platform == "gpu" for device in jax.devices())
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
     with console.startup_lines_held():  # `E0000 ... failed call to cuInit` on a machine without a GPU
         return bool(tf.config.list_physical_devices("GPU"))
 

@@ -1,0 +1,285 @@
+"""Texts tokenised on the host by Hugging Face's `tokenizers`, with the ids of the in-graph tokenisers.
+
+sentence-transformers tokenises with the `tokenizers` library; the
+tokenisers of `wordpiece`, `bpe_tokenizer` and `sentencepiece_tokenizer`
+reproduce it in TensorFlow ops, so that `tf.data` pipelines and SavedModels
+tokenise inside the graph. On Keras' JAX and PyTorch backends there is no
+TensorFlow graph (and maybe no TensorFlow): texts are tokenised on the host
+by a `tokenizers.Tokenizer` instead, built here from the Keras tokenizer's
+own state (vocabulary, merges, normaliser options, SentencePiece model,
+added tokens), so a `.keras` file, which holds no `tokenizer.json`, works
+too. The pipeline is the one Hugging Face's converters write into
+`tokenizer.json` for each family:
+
+- WordPiece (BERT, DistilBERT, MPNet): `BertNormalizer` (the tokenizer's
+  `lowercase`, `strip_accents`, `clean_text`, `handle_chinese_chars`),
+  `BertPreTokenizer`, `WordPiece` (unknown token, `##`,
+  `max_input_chars_per_word`);
+- byte-level BPE (RoBERTa): `ByteLevel(add_prefix_space)` and `BPE` with the
+  vocabulary and merges (no unknown token: unknown bytes are dropped);
+- XLM-R's Unigram: the SentencePiece model's precompiled character map
+  (`Precompiled`), `WhitespaceSplit` then `Metaspace`, and a `Unigram` model
+  with fairseq's ids (`<s> <pad> </s> <unk>`, the pieces, `<mask>`), as
+  transformers' `XLMRobertaConverter` builds it.
+
+No post-processor, truncation or padding: the preprocessor adds the start and
+end tokens and cuts (`HostTokenizing.host_token_ids`). Added tokens keep
+their ids (`model.added_tokens`): when `tokenizers` would number one
+otherwise (its content sits elsewhere in the vocabulary), its id is mapped.
+
+Example:
+```python
+tokenizer = host_tokenizer(preprocessor.tokenizer, preprocessor.added_tokens)
+tokenizer.encode("The weather is nice today.", add_special_tokens=False).ids
+```
+"""
+
+import keras_hub
+import numpy as np
+import tokenizers
+from tokenizers import models
+from tokenizers import normalizers
+from tokenizers import pre_tokenizers
+
+from sbert_keras.model.sentencepiece_tokenizer import parse_model
+from sbert_keras.model.wordpiece import HuggingFaceWordPiece
+from sbert_keras.utils import defaults
+
+# The ids of XLM-R's (fairseq's) special tokens, before the SentencePiece pieces.
+FAIRSEQ_PREFIX = ("<s>", "<pad>", "</s>", "<unk>")
+
+
+def _wordpiece(tokenizer):
+    if isinstance(tokenizer, HuggingFaceWordPiece) and (not tokenizer.split or tokenizer.special_tokens_in_strings):
+        raise ValueError(
+            f"host_tokenizer: {type(tokenizer).__name__} with split={tokenizer.split} and "
+            f"special_tokens_in_strings={tokenizer.special_tokens_in_strings} has no `tokenizers` equivalent; "
+            "use split=True and special_tokens_in_strings=False."
+        )
+    vocab = {token: i for i, token in enumerate(tokenizer.vocabulary)}
+    longest = getattr(tokenizer, "max_input_chars_per_word", defaults.MAX_INPUT_CHARS_PER_WORD)
+    host = tokenizers.Tokenizer(
+        models.WordPiece(
+            vocab,
+            unk_token=tokenizer.oov_token,
+            continuing_subword_prefix=tokenizer.suffix_indicator,
+            max_input_chars_per_word=int(longest),
+        )
+    )
+    host.normalizer = normalizers.BertNormalizer(
+        clean_text=bool(getattr(tokenizer, "clean_text", True)),
+        handle_chinese_chars=bool(getattr(tokenizer, "handle_chinese_chars", True)),
+        strip_accents=bool(tokenizer.strip_accents),
+        lowercase=bool(tokenizer.lowercase),
+    )
+    host.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return host
+
+
+def _byte_level_bpe(tokenizer):
+    merges = [str(m) for m in tokenizer.merges if not str(m).lstrip().startswith("#version:")]
+    host = tokenizers.Tokenizer(
+        models.BPE(dict(tokenizer.vocabulary), [tuple(m.split(" ")) for m in merges], fuse_unk=False)
+    )
+    host.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=bool(tokenizer.add_prefix_space), use_regex=True)
+    return host
+
+
+def _unigram(tokenizer):
+    model = parse_model(tokenizer.proto)
+    vocab = [(token, 0.0) for token in FAIRSEQ_PREFIX]
+    vocab += [(piece, score) for piece, score, _ in model["pieces"][3:]]
+    vocab.append(("<mask>", 0.0))
+    host = tokenizers.Tokenizer(models.Unigram(vocab, unk_id=FAIRSEQ_PREFIX.index("<unk>"), byte_fallback=False))
+    if model["precompiled_charsmap"]:
+        host.normalizer = normalizers.Precompiled(model["precompiled_charsmap"])
+    scheme = "always" if model["add_dummy_prefix"] else "never"
+    host.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)]
+    )
+    return host
+
+
+def host_tokenizer(tokenizer, added_tokens=()):
+    """A `tokenizers.Tokenizer` giving `tokenizer`'s ids, and the map of added-token ids it needs.
+
+    Args:
+        tokenizer: a KerasHub WordPiece tokenizer (`LowercasingBertTokenizer`,
+            `MPNetTokenizer`, `BertTokenizer`), byte-level BPE
+            (`ByteLevelBPETokenizer`, `RobertaTokenizer`) or
+            `XLMRobertaTokenizer` (`SpaceSplittingXLMRobertaTokenizer`).
+        added_tokens: list of dicts (`content`, `id`, `lstrip`, `rstrip`):
+            the preprocessor's `added_tokens`.
+
+    Returns:
+        `(host, id_map)`: the `tokenizers.Tokenizer` (no post-processor,
+        truncation or padding), and a dict from the ids it gives some added
+        tokens to their ids (empty when none differ).
+
+    Raises:
+        TypeError: a tokenizer of another kind.
+
+    Example:
+    ```python
+    host, id_map = host_tokenizer(preprocessor.tokenizer, preprocessor.added_tokens)
+    host.encode("The weather is nice today.", add_special_tokens=False).ids
+    ```
+    """
+    if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
+        host = _wordpiece(tokenizer)
+    elif isinstance(tokenizer, keras_hub.models.RobertaTokenizer):
+        host = _byte_level_bpe(tokenizer)
+    elif isinstance(tokenizer, keras_hub.models.XLMRobertaTokenizer):
+        host = _unigram(tokenizer)
+    else:
+        raise TypeError(
+            f"host_tokenizer: no `tokenizers` pipeline for a {type(tokenizer).__name__}; supported: WordPiece "
+            "(BERT, DistilBERT, MPNet), byte-level BPE (RoBERTa) and XLM-R's SentencePiece tokenizers."
+        )
+    host.no_truncation()
+    host.no_padding()
+    tokens = [
+        tokenizers.AddedToken(
+            t["content"], lstrip=bool(t.get("lstrip")), rstrip=bool(t.get("rstrip")), normalized=False, special=True
+        )
+        for t in added_tokens
+    ]
+    host.add_special_tokens(tokens)
+    id_map = {}
+    for token in added_tokens:
+        given = host.token_to_id(token["content"])
+        if given != token["id"]:
+            id_map[given] = int(token["id"])
+    return host, id_map
+
+
+def pad_rows(rows, pad_id, length=None):
+    """Rows of token ids -> one `(n, length)` `np.int32` array, each row padded with `pad_id` on the right.
+
+    Args:
+        rows: sequence of 1-D integer arrays or lists (e.g. `host_token_ids`'s).
+        pad_id: int. The padding token's id.
+        length: int or None. The padded length; `None`: the longest row.
+
+    Raises:
+        ValueError: a row longer than `length`.
+
+    Example:
+    ```python
+    pad_rows([np.array([0, 7, 2]), np.array([0, 2])], pad_id=1)  # [[0, 7, 2], [0, 2, 1]]
+    ```
+    """
+    lengths = np.array([len(row) for row in rows], dtype=np.int64)
+    longest = int(lengths.max()) if lengths.size else 0
+    if length is None:
+        length = longest
+    elif longest > length:
+        row = int(np.argmax(lengths))
+        raise ValueError(f"`length` {length} is shorter than row {row}, which has {longest} token ids.")
+    out = np.full((len(rows), int(length)), pad_id, dtype=np.int32)
+    if lengths.size:
+        flat = np.concatenate([np.asarray(row, dtype=np.int32).reshape(-1) for row in rows])
+        out[
+            np.repeat(np.arange(len(rows)), lengths),
+            np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths),
+        ] = flat
+    return out
+
+
+class _HostCache:
+    """The built `tokenizers.Tokenizer`, and what it was built from (a plain object: Keras does not track it)."""
+
+    def __init__(self, key, host, id_map):
+        self.key, self.host, self.id_map = key, host, id_map
+
+    def matches(self, key):
+        return len(key) == len(self.key) and all(a is b or a == b for a, b in zip(key, self.key))
+
+
+def _state_key(tokenizer, added_tokens):
+    """What the host tokenizer is built from: the state objects (compared by identity) and the options."""
+    options = ("lowercase", "strip_accents", "clean_text", "handle_chinese_chars", "max_input_chars_per_word")
+    options += ("oov_token", "suffix_indicator", "add_prefix_space", "split", "special_tokens_in_strings")
+    objects = (tokenizer, getattr(tokenizer, "vocabulary", None), getattr(tokenizer, "merges", None))
+    return (
+        objects
+        + (getattr(tokenizer, "proto", None),)
+        + tuple(getattr(tokenizer, o, None) for o in options)
+        + (repr(added_tokens),)
+    )
+
+
+class HostTokenizing:
+    """Mixin of `SentenceEncoderPreprocessor`: texts -> `[start] ids [end]` on the host, with `tokenizers`.
+
+    It reads the preprocessor's `tokenizer`, `added_tokens`,
+    `sequence_length` and `include_segment_ids`. The `tokenizers.Tokenizer`
+    is built on first use and rebuilt when the tokenizer's vocabulary,
+    options or the added tokens change.
+    """
+
+    def host_tokenizer(self):
+        """`(tokenizers.Tokenizer, id map)` of this preprocessor (see `host_tokenizer`), cached."""
+        key = _state_key(self.tokenizer, self.added_tokens)
+        cache = getattr(self, "_host_cache", None)
+        if cache is None or not cache.matches(key):
+            cache = _HostCache(key, *host_tokenizer(self.tokenizer, self.added_tokens))
+            self._host_cache = cache
+        return cache.host, cache.id_map
+
+    def host_token_ids(self, texts):
+        """A list of `str` -> `(rows, truncated)`, tokenised on the host, as `ragged_token_ids` on TensorFlow.
+
+        Args:
+            texts: list of `str` (as `check_texts` returns).
+
+        Returns:
+            `rows`: a list of 1-D `np.int32` arrays `[start] ids [end]`, the
+            ids cut to the first `sequence_length - 2`; `truncated`: a bool
+            array `(n,)` telling which texts were cut.
+
+        Example:
+        ```python
+        rows, truncated = preprocessor.host_token_ids(["The weather is nice today."])
+        ```
+        """
+        host, id_map = self.host_tokenizer()
+        budget = self.sequence_length - 2
+        start, end = self.tokenizer.start_token_id, self.tokenizer.end_token_id
+        encodings = host.encode_batch_fast(list(texts), add_special_tokens=False)
+        truncated = np.zeros(len(encodings), dtype=bool)
+        rows = []
+        for i, encoding in enumerate(encodings):
+            ids = encoding.ids
+            truncated[i] = len(ids) > budget
+            row = np.empty(min(len(ids), budget) + 2, dtype=np.int32)
+            row[0], row[-1] = start, end
+            row[1:-1] = ids[:budget]
+            for given, wanted in id_map.items():
+                row[1:-1][row[1:-1] == given] = wanted
+            rows.append(row)
+        return rows, truncated
+
+    def host_inputs(self, texts, length=None):
+        """A list of `str` -> the model-input dict of `np.int32` arrays, tokenised on the host.
+
+        Args:
+            texts: list of `str`.
+            length: int or None. The padded length; `None`: the longest row.
+
+        Returns:
+            dict: `token_ids`, `padding_mask` (not padding), and all-zero
+            `segment_ids` when `include_segment_ids`.
+
+        Example:
+        ```python
+        inputs = preprocessor.host_inputs(["a", "b c"], length=preprocessor.sequence_length)
+        ```
+        """
+        rows, _ = self.host_token_ids(texts)
+        pad_id = self.tokenizer.pad_token_id
+        token_ids = pad_rows(rows, pad_id, length)
+        inputs = {"token_ids": token_ids, "padding_mask": (token_ids != pad_id).astype(np.int32)}
+        if self.include_segment_ids:
+            inputs["segment_ids"] = np.zeros_like(token_ids)
+        return inputs
