@@ -31,7 +31,7 @@ the rest go on, and a planned measurement that wrote nothing is recorded as
 missing. Every record is printed as a JSON line, written to
 `OUT/gpu_results.jsonl` (`--out`, default `$OUT`, else `out/gpu`), and a
 table of them ends the output. `--smoke` runs the same code on the CPU at
-tiny sizes (2 layers x 32, a few steps, a few hundred texts) in seconds;
+tiny sizes (2 layers x 32, batch 16 only, a few steps, 256 texts) in seconds;
 without sentence-transformers it runs the sbert_keras half and says so.
 
 On a machine without Keras (the GPU image), the wheels of `make gpu-carry`
@@ -64,7 +64,7 @@ REPO = HERE.parent
 CARRY = REPO / "gpu_carry"
 # The parts in order, each with its share of the time budget. On the GPU each runs in its own process
 # (JAX's peak memory cannot be reset); `--smoke` runs the Keras parts in one process.
-PARTS = {"keras-float32": 1.0, "keras-bfloat16": 3.0, "keras-float16": 3.0, "torch": 2.5}
+PARTS = {"keras-float32": 1.5, "keras-bfloat16": 3.0, "keras-float16": 3.0, "torch": 2.0}
 RESULTS_FILE, LOG_FILE, TABLE_FILE = "gpu_results.jsonl", "gpu_log.txt", "gpu_table.md"
 
 
@@ -137,6 +137,8 @@ def child_env(paths, smoke, torch_child):
     env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2", XLA_PYTHON_CLIENT_PREALLOCATE="false")
     env.update(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     env.setdefault("SBERT_KERAS_CACHE_DIR", "")
+    # XLA's compiled programs kept on the machine: a rerun of some parts (`--parts`) compiles less.
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(tempfile.gettempdir()) / "sbert_gpu_jax_cache"))
     if smoke:
         env.update(JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
     return env
@@ -237,7 +239,7 @@ def main(argv=None):
             )
             statuses.update(dict.fromkeys(group, status))
     found = {gpu_data.key(r) for r in records}
-    for planned in gpu_data.planned(engines):
+    for planned in gpu_data.planned(engines, sizes):
         if planned not in found:
             part = "torch" if planned[1] == "sentence_transformers" else f"keras-{planned[2]}"
             status = statuses.get(part, "not run")

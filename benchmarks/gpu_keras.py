@@ -7,8 +7,8 @@ precision and at `"highest"`; `bfloat16` and `float16` train the regression
 objective (`RegressionSiamese`: cosine of the pair against score / 5, MSE)
 under `set_precision` (Keras' `mixed_bfloat16` / `mixed_float16`; float16
 with `keras.optimizers.LossScaleOptimizer`) with AdamW at 2e-5, at each
-batch size, each run from the same initial weights, then time the forward
-pass on token ids and `encode` on the texts. Peak memory is the device's
+batch size, each run from the same initial weights, then time `encode` on
+the texts and the forward pass on token ids. Peak memory is the device's
 `memory_stats()["peak_bytes_in_use"]`, which JAX never resets: the
 measurements run smallest first, and `bytes_in_use_before` says what was
 still held when each began.
@@ -214,11 +214,11 @@ def run_precision(args, arrays, sizes, guard):
             functools.partial(train, args, arrays, batch_size, args.deadline)
         )
         release()
-    gpu_data.guarded("forward_ids", ENGINE, args.precision, **guard)(functools.partial(forward_ids, args, arrays))
-    release()
     gpu_data.guarded("encode", ENGINE, args.precision, **guard)(
         functools.partial(encode, args, arrays, sizes["encode_batch"])
     )
+    release()
+    gpu_data.guarded("forward_ids", ENGINE, args.precision, **guard)(functools.partial(forward_ids, args, arrays))
     release()
 
 

@@ -197,12 +197,12 @@ def main():
                 functools.partial(train, args, arrays, precision, batch_size, args.deadline)
             )
             reset_memory()
-        gpu_data.guarded("forward_ids", ENGINE, precision, **guard)(
-            functools.partial(forward_ids, args, arrays, precision)
-        )
-        reset_memory()
         gpu_data.guarded("encode", ENGINE, precision, **guard)(
             functools.partial(encode, args, arrays, precision, sizes["encode_batch"])
+        )
+        reset_memory()
+        gpu_data.guarded("forward_ids", ENGINE, precision, **guard)(
+            functools.partial(forward_ids, args, arrays, precision)
         )
         reset_memory()
 
