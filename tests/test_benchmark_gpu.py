@@ -86,7 +86,7 @@ def smoke(tmp_path_factory):
     env.update(KERAS_BACKEND="jax", PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--smoke", "--out", str(out)]
     command += ["--data", str(STS_TRAIN), "--tokenizer", str(minilm_path())]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     printed = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     written = [json.loads(line) for line in (out / "gpu_results.jsonl").read_text().splitlines()]
