@@ -52,6 +52,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -144,15 +145,33 @@ def child_env(paths, smoke, torch_child):
     return env
 
 
+class Records(list):
+    """The run's records, each also printed and appended to the results file as it comes (a killed run keeps them)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+        path.write_text("", encoding="utf-8")
+
+    def add(self, record, printed=False):
+        self.append(record)
+        line = json.dumps(record, default=str)
+        if not printed:
+            print(line, flush=True)
+        with open(self.path, "a", encoding="utf-8") as file:
+            file.write(line + "\n")
+
+
 def run_child(command, env, timeout, log, records):
-    """Runs one child; its JSON lines go to `records` (and stdout), its stderr to `log`. Returns a status."""
+    """Runs one child, killed after `timeout` s; its records go to `records`, its stderr to `log`. Returns a status."""
     log.write(f"\n$ {' '.join(command)}\n")
     log.flush()
     try:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     except OSError as error:
         return f"could not start: {error}"
-    start = time.time()
+    killer = threading.Timer(timeout, process.kill)
+    killer.start()
     try:
         for line in process.stdout:
             try:
@@ -160,16 +179,12 @@ def run_child(command, env, timeout, log, records):
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get("benchmark") == gpu_data.BENCHMARK:
-                records.append(record)
                 print(line.rstrip("\n"), flush=True)
-            if time.time() - start > timeout:
-                break
-        process.wait(timeout=max(1.0, timeout - (time.time() - start)))
-    except subprocess.TimeoutExpired:
-        pass
-    if process.poll() is None:
-        process.kill()
+                records.add(record, printed=True)
         process.wait()
+    finally:
+        killer.cancel()
+    if process.returncode is not None and process.returncode < 0:
         return f"stopped after {timeout:.0f} s (time budget)"
     return "ok" if process.returncode == 0 else f"exited with code {process.returncode}"
 
@@ -181,11 +196,10 @@ def main(argv=None):
     budget = args.budget or sizes["budget_s"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    records = []
+    records = Records(out / RESULTS_FILE)
 
     def note(**fields):
-        gpu_data.emit(**fields)
-        records.append({"benchmark": gpu_data.BENCHMARK, **fields})
+        records.add({"benchmark": gpu_data.BENCHMARK, **fields})
 
     paths = install_wheels(args.carry, args.site)
     data = Path(args.data or Path(args.carry, "sts-train.csv"))
@@ -248,7 +262,6 @@ def main(argv=None):
                 error=f"missing: {part} {status}",
             )
     note(measurement="summary", statuses=statuses, total_s=round(time.time() - started, 1))
-    (out / RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     text = table(records)
     (out / TABLE_FILE).write_text(text, encoding="utf-8")
     print(text, file=sys.stderr)

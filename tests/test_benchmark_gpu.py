@@ -23,6 +23,7 @@ from conftest import SHARED
 from conftest import minilm_path
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu  # noqa: E402
 import gpu_data  # noqa: E402
 
 STS_TRAIN = SHARED / "data" / "stsbenchmark" / "sts-train.csv"
@@ -48,6 +49,18 @@ def test_the_timed_window_leaves_out_the_warmup_steps():
     values, timed, seconds = gpu_data.timed_loop(steps, lambda step: 1.0, warmup=2)
     assert values == [1.0] * 5 and timed == 3 and seconds >= 0
     assert gpu_data.rates(3, 1.5, 16) == {"timed_steps": 3, "steps_per_s": 2.0, "samples_per_s": 32.0}
+
+
+def test_a_silent_child_is_stopped_at_its_time_and_its_records_kept(tmp_path):
+    records = gpu.Records(tmp_path / "results.jsonl")
+    code = (
+        "import json, time; print(json.dumps({'benchmark': 'gpu', 'measurement': 'one'}), flush=True); time.sleep(60)"
+    )
+    with open(tmp_path / "log.txt", "w") as log:
+        status = gpu.run_child([sys.executable, "-c", code], dict(os.environ), 2.0, log, records)
+    assert status.startswith("stopped after 2 s")
+    assert [r["measurement"] for r in records] == ["one"]
+    assert json.loads((tmp_path / "results.jsonl").read_text())["measurement"] == "one"
 
 
 @pytest.mark.slow
