@@ -41,12 +41,10 @@ from tokenizers import models
 from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 
+from sbert_keras.model.sentencepiece_tokenizer import FAIRSEQ_PREFIX
 from sbert_keras.model.sentencepiece_tokenizer import parse_model
 from sbert_keras.model.wordpiece import HuggingFaceWordPiece
 from sbert_keras.utils import defaults
-
-# The ids of XLM-R's (fairseq's) special tokens, before the SentencePiece pieces.
-FAIRSEQ_PREFIX = ("<s>", "<pad>", "</s>", "<unk>")
 
 
 def _wordpiece(tokenizer):

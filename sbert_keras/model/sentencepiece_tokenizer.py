@@ -9,6 +9,12 @@ joins two words into one unknown piece. `SpaceSplittingXLMRobertaTokenizer`
 turns every such space into " " first (all of White_Space but U+000B,
 which the map deletes).
 
+KerasHub reads a model's pieces with the `sentencepiece` package when
+TensorFlow Text is absent; without either (a JAX or PyTorch install), the
+tokenizer reads them with `parse_model` below, a reader of the few protobuf
+fields used (`checkpoints.sentencepiece_model` writes them), so it can still
+be built, saved and tokenise on the host (`model.host_tokenizer`).
+
 Example:
 ```python
 tokenizer = SpaceSplittingXLMRobertaTokenizer(proto=proto)
@@ -16,6 +22,8 @@ tokenizer(["is\\x85nice"])  # the ids of "is nice"
 ```
 """
 
+import base64
+import binascii
 import struct
 
 import keras
@@ -26,6 +34,10 @@ from sbert_keras.utils.backends import tensorflow as tf
 # `SentencePiece.Type` values.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 UNIGRAM = 1
+# XLM-R's (fairseq's) ids of its special tokens, before the SentencePiece pieces.
+FAIRSEQ_PREFIX = ("<s>", "<pad>", "</s>", "<unk>")
+# KerasHub's heuristic: a longer string of base64 characters is a serialized model, not a path.
+BASE64_MIN_LENGTH = 2048
 # White_Space less U+000B, which XLM-R's character map deletes.
 SPACES = r"\t\n\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
 
@@ -97,6 +109,19 @@ def parse_model(proto):
     return model
 
 
+def _proto_bytes(proto):
+    """The model's bytes from bytes, a base64 string (a saved config) or a file path (as KerasHub reads them)."""
+    if isinstance(proto, bytes):
+        return proto
+    if len(proto) > BASE64_MIN_LENGTH:
+        try:
+            return base64.b64decode(proto, validate=True)
+        except binascii.Error:
+            pass
+    with open(proto, "rb") as file:
+        return file.read()
+
+
 @keras.saving.register_keras_serializable(package="sbert_keras")
 class SpaceSplittingXLMRobertaTokenizer(keras_hub.models.XLMRobertaTokenizer):
     """`XLMRobertaTokenizer` that treats every Unicode space as " ", as Hugging Face's does.
@@ -104,7 +129,51 @@ class SpaceSplittingXLMRobertaTokenizer(keras_hub.models.XLMRobertaTokenizer):
     Args:
         proto: bytes or str. The SentencePiece model (bytes or a file path).
         **kwargs: passed to `keras_hub.models.XLMRobertaTokenizer`.
+
+    Example:
+    ```python
+    tokenizer = SpaceSplittingXLMRobertaTokenizer(proto="sentencepiece.bpe.model")
+    tokenizer.token_to_id("<mask>")
+    ```
     """
+
+    def set_proto(self, proto):
+        """Sets the SentencePiece model; without `sentencepiece` and TensorFlow Text, reads its pieces itself."""
+        self._fairseq_vocabulary = None
+        try:
+            super().set_proto(proto)
+            return
+        except ImportError:  # KerasHub found neither TensorFlow Text nor sentencepiece
+            pass
+        self.proto = _proto_bytes(proto)
+        pieces = [piece for piece, _, _ in parse_model(self.proto)["pieces"]]
+        self._fairseq_vocabulary = [*FAIRSEQ_PREFIX, *pieces[3:], "<mask>"]
+        self._fairseq_ids = {token: i for i, token in enumerate(self._fairseq_vocabulary)}
+        self.mask_token_id = len(self._fairseq_vocabulary) - 1
+
+    def vocabulary_size(self):
+        if getattr(self, "_fairseq_vocabulary", None) is None:
+            return super().vocabulary_size()
+        return len(self._fairseq_vocabulary)
+
+    def get_vocabulary(self):
+        if getattr(self, "_fairseq_vocabulary", None) is None:
+            return super().get_vocabulary()
+        return list(self._fairseq_vocabulary)
+
+    def id_to_token(self, id):
+        if getattr(self, "_fairseq_vocabulary", None) is None:
+            return super().id_to_token(id)
+        if not 0 <= int(id) < len(self._fairseq_vocabulary):
+            raise ValueError(f"`id` must be in range [0, {len(self._fairseq_vocabulary) - 1}]. Received: {id}")
+        return self._fairseq_vocabulary[int(id)]
+
+    def token_to_id(self, token):
+        if getattr(self, "_fairseq_vocabulary", None) is None:
+            return super().token_to_id(token)
+        if isinstance(token, bytes):
+            token = token.decode("utf-8")
+        return self._fairseq_ids.get(token, self.unk_token_id)
 
     def tokenize(self, inputs):
         """Strings -> ids, every White_Space character read as " "."""
