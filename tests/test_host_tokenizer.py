@@ -72,7 +72,7 @@ def corpus(fuzz):
     if dev.exists():
         pairs = readers.read_sts(dev)
         texts += list(pairs.sentence_a) + list(pairs.sentence_b)
-    return texts
+    return list(dict.fromkeys(texts))  # each text once (STS-B repeats sentences)
 
 
 _GRAPH = {}
@@ -181,10 +181,11 @@ def test_an_mpnet_folder_with_special_tokens_only_in_added_tokens(tmp_path):
 @pytest.mark.parametrize("name", ["mpnet", "xlm-roberta"])
 def test_a_keras_file_tokenises_the_same_on_the_host(name, fuzz, tmp_path):
     encoder = sbert_keras.SentenceEncoder.from_preset(_folder(name))
+    texts = fuzz[::7]
+    before = as_lists(encoder.preprocessor.host_token_ids(texts)[0])  # the cached tokenizer is not saved
     encoder.save(tmp_path / "encoder.keras")
     loaded = keras.saving.load_model(tmp_path / "encoder.keras", compile=False).preprocessor
-    texts = fuzz[::7]
-    assert as_lists(loaded.host_token_ids(texts)[0]) == as_lists(encoder.preprocessor.host_token_ids(texts)[0])
+    assert as_lists(loaded.host_token_ids(texts)[0]) == before
 
 
 def test_host_inputs_and_pad_rows():
