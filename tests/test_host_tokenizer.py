@@ -251,6 +251,7 @@ for name, (folder, length) in job["folders"].items():
         getattr(tokenizer, "_word_pieces", None) is None and getattr(tokenizer, "_tables", None) is None,
         {k: [type(v).__name__, list(v.shape)] for k, v in called.items()},
         count == int(truncated.sum()) and [r.tolist() for r in tokenized] == out["rows"][name],
+        tokenizer(job["texts"][:40]),  # the tokenizer alone, on the host too
     ]
 out["tensorflow"] = sys.modules.get("tensorflow") is not None
 print(json.dumps(out))
@@ -275,8 +276,10 @@ def test_every_family_tokenises_on_jax_without_tensorflow(corpus, tmp_path):
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["backend"] == "jax" and not out["tensorflow"]
     for name in names:
-        kind, lazy, called, tokenized = out["state"][name]
+        kind, lazy, called, tokenized, direct = out["state"][name]
         assert lazy and tokenized, (name, kind)
+        graph = graph_ids(name, corpus)[0].tokenizer(tf.constant(texts[:40]))
+        assert direct == (graph.to_list() if hasattr(graph, "to_list") else [list(map(int, r)) for r in graph]), name
         length = lengths[name]
         assert called == {"token_ids": ["ndarray", [3, length]], "padding_mask": ["ndarray", [3, length]]}, name
         assert out["rows"][name] == graph_ids(name, corpus)[1][::10], name
