@@ -22,15 +22,21 @@ too. The pipeline is the one Hugging Face's converters write into
   with fairseq's ids (`<s> <pad> </s> <unk>`, the pieces, `<mask>`), as
   transformers' `XLMRobertaConverter` builds it.
 
+KerasHub's own `BertTokenizer` and `RobertaTokenizer` get the same pipeline:
+what sentence-transformers would run, which their in-graph tokenisation
+(case folding, older Unicode tables) can differ from on rare texts.
+
 No post-processor, truncation or padding: the preprocessor adds the start and
 end tokens and cuts (`HostTokenizing.host_token_ids`). Added tokens keep
-their ids (`model.added_tokens`): when `tokenizers` would number one
-otherwise (its content sits elsewhere in the vocabulary), its id is mapped.
+their ids (`model.added_tokens`): where `tokenizers` numbers one otherwise
+(its content sits at another id of the vocabulary, or is not in it), the id
+is mapped. The tokenizers themselves call `tokenize_on_host` outside
+TensorFlow, so `tokenizer(texts)` works there too.
 
 Example:
 ```python
-tokenizer = host_tokenizer(preprocessor.tokenizer, preprocessor.added_tokens)
-tokenizer.encode("The weather is nice today.", add_special_tokens=False).ids
+host, id_map = host_tokenizer(preprocessor.tokenizer, preprocessor.added_tokens)
+host.encode("The weather is nice today.", add_special_tokens=False).ids
 ```
 """
 
@@ -42,6 +48,7 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 
 from sbert_keras.model.sentencepiece_proto import FAIRSEQ_PREFIX
+from sbert_keras.model.sentencepiece_proto import UNIGRAM
 from sbert_keras.model.sentencepiece_proto import parse_model
 from sbert_keras.utils import backends
 from sbert_keras.utils import defaults
@@ -85,6 +92,11 @@ def _byte_level_bpe(tokenizer):
 
 def _unigram(tokenizer):
     model = parse_model(tokenizer.proto)
+    if model["model_type"] != UNIGRAM or model["byte_fallback"]:
+        raise ValueError(
+            f"host_tokenizer: {type(tokenizer).__name__}'s SentencePiece model is not a Unigram model without "
+            "byte fallback (XLM-R's), the only kind supported."
+        )
     vocab = [(token, 0.0) for token in FAIRSEQ_PREFIX]
     vocab += [(piece, score) for piece, score, _ in model["pieces"][3:]]
     vocab.append(("<mask>", 0.0))
