@@ -334,27 +334,40 @@ class Arrays:
         return self.data["check"]
 
 
-def timed_loop(steps, run_step, warmup, deadline=None):
+def timed_loop(steps, run_step, deadline=None):
     """Runs `run_step(step)` on each step; each returns a host value, so each step has ended on the device.
 
-    The first `warmup` steps (compilation, autotuning) are left out of the
-    time; the training steps all have one width, so nothing compiles later.
     Stops early once `deadline` (a `time.time()`) passes. Returns
-    `(values, timed_steps, timed_seconds)`.
+    `(values, start, ends)`: the values, and the `perf_counter` before the
+    first step and after each, for `window`.
     """
-    values, start = [], None
-    for i, step in enumerate(steps):
-        if i == warmup:
-            start = time.perf_counter()
+    values, ends, start = [], [], time.perf_counter()
+    for step in steps:
         values.append(run_step(step))
+        ends.append(time.perf_counter())
         if deadline is not None and time.time() > deadline:
             break
-    timed = max(0, len(values) - warmup)
-    seconds = time.perf_counter() - start if start is not None and timed else float("nan")
-    return values, timed, seconds
+    return values, start, ends
 
 
-def rates(timed_steps, seconds, batch_size):
-    """`steps_per_s` and `samples_per_s` of a timed window."""
-    per_s = timed_steps / seconds if timed_steps and seconds > 0 else float("nan")
-    return {"timed_steps": timed_steps, "steps_per_s": per_s, "samples_per_s": per_s * batch_size}
+def window(start, ends, warmup, batch_size):
+    """Rates of the steps after the first `warmup` (compilation, autotuning), from each step's end time.
+
+    `steps_per_s` is the timed steps over their wall time, `median_step_s`
+    the median of their durations; `warmup_s` is the time to the end of the
+    last warm-up step. The training batches all have one width, so nothing
+    compiles after the warm-up.
+    """
+    timed = len(ends) - warmup
+    if warmup < 1 or timed < 1:
+        nan = float("nan")
+        return {"timed_steps": max(timed, 0), "steps_per_s": nan, "samples_per_s": nan, "median_step_s": nan}
+    seconds = ends[-1] - ends[warmup - 1]
+    return {
+        "timed_steps": timed,
+        "steps_per_s": timed / seconds,
+        "samples_per_s": timed * batch_size / seconds,
+        "median_step_s": float(np.median(np.diff(ends[warmup - 1 :]))),
+        "warmup_steps": warmup,
+        "warmup_s": round(ends[warmup - 1] - start, 2),
+    }

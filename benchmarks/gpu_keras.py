@@ -140,13 +140,9 @@ def train(args, arrays, batch_size, deadline):
     clock = StepClock(deadline)
     start = time.perf_counter()
     model.fit(x, labels, batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[clock])
-    timed = len(clock.ends) - args.warmup
-    seconds = clock.ends[-1] - clock.ends[args.warmup - 1] if timed > 0 else float("nan")
     peak, _ = memory()
     figures = {
-        **gpu_data.rates(timed, seconds, batch_size),
-        "warmup_steps": args.warmup,
-        "warmup_s": round(clock.ends[min(args.warmup, len(clock.ends)) - 1] - start, 2),
+        **gpu_data.window(start, clock.ends, args.warmup, batch_size),
         **gpu_data.loss_summary(clock.losses()),
         "sequence_length": int(a.shape[1]),
         "peak_memory_mib": mib(peak),

@@ -58,11 +58,6 @@ def peak_mib():
     return round(torch.cuda.max_memory_allocated() / MIB, 1) if DEVICE == "cuda" else None
 
 
-def synchronize():
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
 def load(model_dir, device=DEVICE, dtype=None):
     torch.manual_seed(0)
     model = SentenceTransformer(str(model_dir), device=device)
@@ -111,14 +106,9 @@ def train(args, arrays, precision, batch_size, deadline):
         scaler.update()
         return float(loss.detach())
 
-    start = time.perf_counter()
-    losses, timed, seconds = gpu_data.timed_loop(arrays.train_steps(batch_size), step, args.warmup, deadline)
-    synchronize()
-    total = time.perf_counter() - start
+    losses, start, ends = gpu_data.timed_loop(arrays.train_steps(batch_size), step, deadline)
     figures = {
-        **gpu_data.rates(timed, seconds, batch_size),
-        "warmup_steps": args.warmup,
-        "warmup_s": round(total - (seconds if timed else 0.0), 2),
+        **gpu_data.window(start, ends, args.warmup, batch_size),
         **gpu_data.loss_summary(losses),
         "sequence_length": int(arrays.train_steps(batch_size)[0][0].shape[1]),
         "peak_memory_mib": peak_mib(),

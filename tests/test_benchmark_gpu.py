@@ -45,10 +45,13 @@ def test_the_vector_check_measures_difference_and_angle():
 
 
 def test_the_timed_window_leaves_out_the_warmup_steps():
-    steps = [(np.zeros((2, 4)),)] * 5
-    values, timed, seconds = gpu_data.timed_loop(steps, lambda step: 1.0, warmup=2)
-    assert values == [1.0] * 5 and timed == 3 and seconds >= 0
-    assert gpu_data.rates(3, 1.5, 16) == {"timed_steps": 3, "steps_per_s": 2.0, "samples_per_s": 32.0}
+    values, start, ends = gpu_data.timed_loop([1, 2, 3], lambda step: step * 10)
+    assert values == [10, 20, 30] and len(ends) == 3 and start <= ends[0] <= ends[1] <= ends[2]
+    figures = gpu_data.window(0.0, [5.0, 6.0, 6.5, 7.5], warmup=1, batch_size=16)
+    assert figures["timed_steps"] == 3 and figures["steps_per_s"] == pytest.approx(3 / 2.5)
+    assert figures["samples_per_s"] == pytest.approx(48 / 2.5) and figures["median_step_s"] == pytest.approx(1.0)
+    assert figures["warmup_s"] == 5.0
+    assert math.isnan(gpu_data.window(0.0, [5.0], warmup=1, batch_size=16)["steps_per_s"])
 
 
 def test_a_silent_child_is_stopped_at_its_time_and_its_records_kept(tmp_path):
