@@ -35,8 +35,11 @@ tiny sizes (2 layers x 32, batch 16 only, a few steps, 256 texts) in seconds;
 without sentence-transformers it runs the sbert_keras half and says so.
 
 On a machine without Keras (the GPU image), the wheels of `make gpu-carry`
-(`gpu_carry/wheels`) are installed into `--site` first and put on the path.
-The carried folder also holds `sts-train.csv` and the tokenizer files.
+(`gpu_carry/wheels`) are installed into `--site` first and put on the path;
+sbert_keras itself is the working tree's, on the children's `PYTHONPATH`.
+The carried folder also holds `sts-train.csv` and the tokenizer files. A
+part whose framework sees no GPU stops at once (the full sizes on a CPU
+would only spend the time budget).
 
     make gpu-carry                                    # here: the carried folder, and the command to run there
     python3 benchmarks/gpu.py                          # on the GPU machine

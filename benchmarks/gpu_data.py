@@ -45,7 +45,7 @@ SIZES = {
         "encode_texts": 20000,
         "encode_batch": 128,
         "check_texts": 512,
-        "budget_s": 420,
+        "budget_s": 445,
     },
     "smoke": {
         "layers": 2,

@@ -241,6 +241,8 @@ def main():
         keras_backend=keras.backend.backend(),
         sbert_keras=sbert_keras.__version__,
     )
+    if args.sizes == "full" and device.platform == "cpu":
+        sys.exit("JAX sees no GPU (its CUDA plugin did not load): the full sizes would run on the CPU")
     guard = {"deadline": args.deadline, "needs_s": 2.0 if args.sizes == "smoke" else 20.0}
     for precision in args.precisions.split(","):
         args.precision = precision

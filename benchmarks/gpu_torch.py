@@ -179,6 +179,8 @@ def main():
         torch=torch.__version__,
         sentence_transformers=sentence_transformers.__version__,
     )
+    if args.sizes == "full" and DEVICE == "cpu":
+        sys.exit("PyTorch sees no GPU: the full sizes would run on the CPU")
     guard = {"deadline": args.deadline, "needs_s": 2.0 if args.sizes == "smoke" else 10.0}
     gpu_data.guarded("float32_check", ENGINE, "float32", **guard)(functools.partial(float32_check, args, arrays))
     for precision in gpu_data.MIXED:
