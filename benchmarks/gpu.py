@@ -169,6 +169,7 @@ def run_child(command, env, timeout, log, records):
     """Runs one child, killed after `timeout` s; its records go to `records`, its stderr to `log`. Returns a status."""
     log.write(f"\n$ {' '.join(command)}\n")
     log.flush()
+    offset = log.tell()
     try:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     except OSError as error:
@@ -187,9 +188,15 @@ def run_child(command, env, timeout, log, records):
         process.wait()
     finally:
         killer.cancel()
-    if process.returncode is not None and process.returncode < 0:
+    if process.returncode < 0:
         return f"stopped after {timeout:.0f} s (time budget)"
-    return "ok" if process.returncode == 0 else f"exited with code {process.returncode}"
+    if process.returncode == 0:
+        return "ok"
+    log.flush()
+    with open(log.name, encoding="utf-8", errors="replace") as file:
+        file.seek(offset)
+        last = [line.strip() for line in file if line.strip()][-1:]
+    return f"exited with code {process.returncode}" + (f": {last[0][:300]}" if last else "")
 
 
 def main(argv=None):

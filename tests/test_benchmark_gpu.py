@@ -54,7 +54,7 @@ def test_the_timed_window_leaves_out_the_warmup_steps():
     assert math.isnan(gpu_data.window(0.0, [5.0], warmup=1, batch_size=16)["steps_per_s"])
 
 
-def test_a_silent_child_is_stopped_at_its_time_and_its_records_kept(tmp_path):
+def test_a_silent_part_is_stopped_at_its_time_and_a_failing_one_names_its_error(tmp_path):
     records = gpu.Records(tmp_path / "results.jsonl")
     code = (
         "import json, time; print(json.dumps({'benchmark': 'gpu', 'measurement': 'one'}), flush=True); time.sleep(60)"
@@ -64,6 +64,11 @@ def test_a_silent_child_is_stopped_at_its_time_and_its_records_kept(tmp_path):
     assert status.startswith("stopped after 2 s")
     assert [r["measurement"] for r in records] == ["one"]
     assert json.loads((tmp_path / "results.jsonl").read_text())["measurement"] == "one"
+    with open(tmp_path / "log.txt", "w") as log:
+        status = gpu.run_child(
+            [sys.executable, "-c", "import sys; sys.exit('no GPU here')"], dict(os.environ), 60, log, records
+        )
+    assert status == "exited with code 1: no GPU here"
 
 
 @pytest.mark.slow
