@@ -7,6 +7,7 @@ measurement of the GPU run must be there, finite, and its float32 check
 the test venv, so the smoke run covers the sbert_keras half and says so.
 """
 
+import importlib.util
 import json
 import math
 import os
@@ -145,6 +146,8 @@ def test_the_smoke_figures_are_finite_and_the_loss_too(smoke):
         for name in RATES[measurement]:
             assert record[name] is not None and math.isfinite(record[name]) and record[name] > 0, (name, record)
         if measurement == "train":
+            if importlib.util.find_spec("tensorflow") is not None:  # sbert_keras' own `fit`, its arrays in tf.data
+                assert record["fit_path"] == "fit", record["fit_path"]
             assert record["loss_finite"] and math.isfinite(record["loss_first"]) and math.isfinite(record["loss_last"])
             assert record["timed_steps"] >= 1 and record["sequence_length"] == gpu_data.SIZES["smoke"]["train_tokens"]
         else:
