@@ -90,7 +90,7 @@ def main(argv=None):
         sys.exit(f"what travels is {total:.1f} MiB, over the {LIMIT_MIB} MiB a call carries")
     relative = carry.resolve().relative_to(REPO).as_posix() if carry.resolve().is_relative_to(REPO) else str(carry)
     call = {"command": COMMAND, "carry": [relative], "timeout_s": TIMEOUT_S}
-    print("The device call (run tool), from the repository root:")
+    print(f"On the GPU machine, from the repository root, with {relative}/ carried (at most {TIMEOUT_S} s):")
     print(json.dumps(call))
 
 
