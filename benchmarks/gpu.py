@@ -211,14 +211,20 @@ def main(argv=None):
     def note(**fields):
         records.add({"benchmark": gpu_data.BENCHMARK, **fields})
 
-    paths = install_wheels(args.carry, args.site)
     data = Path(args.data or Path(args.carry, "sts-train.csv"))
     tokenizer = Path(args.tokenizer or Path(args.carry, "tokenizer"))
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="sbert_gpu_"))
-    work.mkdir(parents=True, exist_ok=True)
     model_dir = work / "model"
-    builder = gpu_data.build_model_folder(sizes, tokenizer, model_dir)
-    counts = gpu_data.prepare_arrays(sizes, data, tokenizer / "tokenizer.json", work / "arrays.npz")
+    try:
+        paths = install_wheels(args.carry, args.site)
+        work.mkdir(parents=True, exist_ok=True)
+        builder = gpu_data.build_model_folder(sizes, tokenizer, model_dir)
+        counts = gpu_data.prepare_arrays(sizes, data, tokenizer / "tokenizer.json", work / "arrays.npz")
+    except Exception as error:  # noqa: BLE001 (nothing can be measured: say why, as a record)
+        note(measurement="setup", error=f"{type(error).__name__}: {error}")
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        return 1
     peer = common.peer_python(args.peer_python)
     parts = [part for part in PARTS if part in args.parts.split(",")]
     engines = [
@@ -264,8 +270,8 @@ def main(argv=None):
             statuses.update(dict.fromkeys(group, status))
     found = {gpu_data.key(r) for r in records}
     for planned in gpu_data.planned(engines, sizes):
-        if planned not in found:
-            part = "torch" if planned[1] == "sentence_transformers" else f"keras-{planned[2]}"
+        part = "torch" if planned[1] == "sentence_transformers" else f"keras-{planned[2]}"
+        if planned not in found and part in parts:
             status = statuses.get(part, "not run")
             note(
                 **dict(zip(("measurement", "engine", "precision", "batch_size"), planned)),
