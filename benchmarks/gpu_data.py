@@ -17,6 +17,7 @@ measurement failed (the others go on).
 
 import json
 import math
+import re
 import shutil
 import sys
 import time
@@ -88,6 +89,11 @@ def emit(**fields):
     print(json.dumps({"benchmark": BENCHMARK, **clean}, default=str), flush=True)
 
 
+def one_line(text):
+    """`text` without terminal colour codes, its whitespace runs (newlines too) as single spaces."""
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", text).split())
+
+
 def guarded(measurement, engine, precision, batch_size=None, deadline=None, needs_s=0.0):
     """Runs a measurement's function and emits its record; an exception becomes the record's `error`.
 
@@ -106,7 +112,7 @@ def guarded(measurement, engine, precision, batch_size=None, deadline=None, need
             figures = function()
         except Exception as error:  # noqa: BLE001 (recorded; the next measurement goes on)
             traceback.print_exc(file=sys.stderr)
-            emit(**base, error=f"{type(error).__name__}: {str(error)[:400]}")
+            emit(**base, error=f"{type(error).__name__}: {one_line(str(error))[:400]}")
             return None
         emit(**base, **figures, wall_s=round(time.perf_counter() - start, 2), error=None)
         return figures
@@ -117,6 +123,9 @@ def guarded(measurement, engine, precision, batch_size=None, deadline=None, need
 def loss_summary(losses):
     """First and last losses of a run (means of up to 10 steps), whether it fell, whether all are finite."""
     losses = np.asarray(losses, "float64")
+    if losses.size == 0:
+        nan = float("nan")
+        return {"loss_first": nan, "loss_last": nan, "loss_falls": False, "loss_finite": False, "steps": 0}
     k = max(1, min(10, len(losses) // 4))
     finite = bool(np.all(np.isfinite(losses)))
     first, last = float(np.mean(losses[:k])), float(np.mean(losses[-k:]))

@@ -36,6 +36,8 @@ def test_the_loss_summary_compares_the_first_and_last_steps():
     assert summary["loss_first"] == pytest.approx(0.45) and summary["loss_last"] == pytest.approx(0.075)
     assert summary["loss_falls"] and summary["loss_finite"] and summary["steps"] == 8
     assert not gpu_data.loss_summary([0.5, float("nan"), 0.1, 0.1])["loss_finite"]
+    assert gpu_data.loss_summary([])["steps"] == 0 and not gpu_data.loss_summary([])["loss_falls"]
+    assert gpu_data.one_line("\x1b[1mAttempt\x1b[0m to\n\n  convert") == "Attempt to convert"
 
 
 def test_the_vector_check_measures_difference_and_angle():
