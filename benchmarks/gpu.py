@@ -141,8 +141,10 @@ def child_env(paths, smoke, torch_child):
     env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2", XLA_PYTHON_CLIENT_PREALLOCATE="false")
     env.update(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     env.setdefault("SBERT_KERAS_CACHE_DIR", "")
-    if smoke:
+    if smoke:  # the CPU, and XLA's quicker compilation: the smoke run checks code paths, not speed
         env.update(JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
+        fast = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+        env["XLA_FLAGS"] = " ".join(filter(None, [env.get("XLA_FLAGS"), fast]))
     else:  # XLA's compiled programs kept on the GPU machine: a rerun of some parts (`--parts`) compiles less
         env.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(tempfile.gettempdir()) / "sbert_gpu_jax_cache"))
     return env
