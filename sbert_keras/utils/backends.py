@@ -98,6 +98,12 @@ def is_tf_tensor(value, ragged=False):
     return isinstance(value, (tf.Tensor, tf.RaggedTensor) if ragged else tf.Tensor)
 
 
+# The module's own attributes with dunder names that the package reads (`tf.__version__`,
+# `tf.__internal__`); other dunders (`__path__`, `__spec__`, ...) are what import machinery and
+# introspection probe, answered without importing.
+FORWARDED_DUNDERS = ("__version__", "__internal__")
+
+
 class LazyModule(types.ModuleType):
     """A module imported on first attribute access; a missing one raises `TensorFlowRequired`."""
 
@@ -113,7 +119,7 @@ class LazyModule(types.ModuleType):
         return self._module
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") and name not in FORWARDED_DUNDERS:
             raise AttributeError(name)
         return getattr(self._load(), name)
 
