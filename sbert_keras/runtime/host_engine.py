@@ -6,8 +6,9 @@ is this one: texts are tokenised by the preprocessor's host tokenizer
 (`SentenceEncoderPreprocessor.host_token_ids`, Hugging Face's `tokenizers`),
 sorted by length, padded per batch to a length of `defaults.BUCKETS` (XLA
 compiles once per shape, so few shapes), and run through the encoder's own
-graph before L2 normalisation with Keras' `predict_on_batch` (jit-compiled
-on JAX, `no_grad` on torch). Padding is masked, so a padded text gets the
+graph before L2 normalisation: on JAX one `jax.jit` of the model's
+stateless call (`jax_forward`), elsewhere Keras' `predict_on_batch`
+(`no_grad` on torch). Padding is masked, so a padded text gets the
 vector it gets alone.
 
 `"auto"` is float32 on a CPU (these backends have no self-checked bf16
@@ -44,6 +45,24 @@ def bucket_width(longest):
     return BUCKETS[index] if index < len(BUCKETS) else longest
 
 
+def jax_forward(model):
+    """`feed -> outputs` of `model` as one `jax.jit` of its stateless call, reading the variables at each call.
+
+    Keras' `predict_on_batch` on JAX writes every variable back after each
+    batch; inference needs none of that. JAX is optional, imported here.
+    """
+    import jax
+
+    compiled = jax.jit(lambda trainable, other, feed: model.stateless_call(trainable, other, feed, training=False)[0])
+
+    def forward(feed):
+        trainable = [v.value for v in model.trainable_variables]
+        other = [v.value for v in model.non_trainable_variables]
+        return compiled(trainable, other, feed)
+
+    return forward
+
+
 def unnormalized(model):
     """A model sharing `model`'s layers whose output is the projected pooled vector, before L2 normalisation."""
     layer = getattr(model, "normalization_layer", None)
@@ -63,7 +82,7 @@ class HostEngine:
         self.encoder = encoder
         self.host = host or hardware.current_host()
         self._copies = {}  # precision -> the encoder's copy under that policy (`keras_model_for`)
-        self._models = {}  # precision -> its pooled-output model
+        self._runs = {}  # resolved precision -> its forward (`_runner`)
         self.prepared = set()
 
     def resolve(self, precision):
@@ -87,17 +106,20 @@ class HostEngine:
         return "keras", self.resolve(precision)
 
     def _runner(self, precision):
-        model = self.keras_model(precision)
-        if id(model) not in self._models:
-            self._models = {id(model): unnormalized(model)}
-        pooled = self._models[id(model)]
-        names = list(pooled.input)
+        """`run(token_ids, padding_mask)` -> pooled float32 vectors in `precision`, built once per precision."""
+        model = self.keras_model(precision)  # a copy re-syncs its weights here, once per call of `encode`
+        key = self.resolve(precision)
+        if key not in self._runs:
+            pooled = unnormalized(model)
+            names = list(pooled.input)
+            forward = jax_forward(pooled) if keras.backend.backend() == "jax" else pooled.predict_on_batch
 
-        def run(token_ids, padding_mask):
-            feed = {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": np.zeros_like(token_ids)}
-            return np.asarray(pooled.predict_on_batch({n: feed[n] for n in names}), "float32")
+            def run(token_ids, padding_mask):
+                feed = {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": np.zeros_like(token_ids)}
+                return np.asarray(forward({n: feed[n] for n in names}), "float32")
 
-        return run
+            self._runs[key] = run
+        return self._runs[key]
 
     def encode(self, texts, batch_size, show_progress=None, precision="auto", like_export=False):
         """`(pooled float32 (n, dim), number truncated)` of checked `texts` (`like_export` has no meaning here)."""

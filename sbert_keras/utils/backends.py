@@ -98,12 +98,6 @@ def is_tf_tensor(value, ragged=False):
     return isinstance(value, (tf.Tensor, tf.RaggedTensor) if ragged else tf.Tensor)
 
 
-# The module's own attributes with dunder names that the package reads (`tf.__version__`,
-# `tf.__internal__`); other dunders (`__path__`, `__spec__`, ...) are what import machinery and
-# introspection probe, answered without importing.
-FORWARDED_DUNDERS = ("__version__", "__internal__")
-
-
 class LazyModule(types.ModuleType):
     """A module imported on first attribute access; a missing one raises `TensorFlowRequired`."""
 
@@ -119,8 +113,8 @@ class LazyModule(types.ModuleType):
         return self._module
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__") and name not in FORWARDED_DUNDERS:
-            raise AttributeError(name)
+        if name.startswith("__") and name.endswith("__") and self.__name__ not in sys.modules:
+            raise AttributeError(name)  # a probe (`copy`, `inspect`, `__version__`) imports nothing
         return getattr(self._load(), name)
 
     def __repr__(self):
