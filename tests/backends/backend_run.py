@@ -22,6 +22,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 SHARED = ROOT.parent / "shared"
 FAMILIES = ("mpnet", "distilbert-dense", "xlm-roberta")
+# `.keras` files TensorFlow wrote (tests/saved_models), with the texts their vectors.npz was computed on.
+SAVED_MODELS = ROOT / "tests" / "saved_models"
+KERAS_FILES = ("encoder.keras", "encoder_cls.keras", "regression_siamese.keras")
+SAVED_TEXTS = ["a man is playing guitar", "the dog runs in the park", "a red car"]
 STS_PAIRS = [
     ("A man is playing a guitar.", "Someone plays music.", 4.5),
     ("A dog runs in the park.", "A cat sleeps on the sofa.", 0.5),
@@ -78,6 +82,20 @@ def parity():
     return results
 
 
+def keras_files():
+    """`name -> largest difference` of each TensorFlow-written `.keras` file, loaded on this backend."""
+    results = {}
+    for name in KERAS_FILES:
+        try:
+            model = keras.saving.load_model(SAVED_MODELS / name, compile=False)
+            encoder = model if isinstance(model, SentenceEncoder) else model.encoder
+            got = encode(encoder, SAVED_TEXTS)
+            results[name] = {"max_abs_diff": float(np.abs(got - np.load(SAVED_MODELS / "vectors.npz")[name]).max())}
+        except Exception as error:
+            results[name] = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+    return results
+
+
 def train_and_save(out):
     encoder = SentenceEncoder.from_preset(FIXTURES / "mpnet" / "model", sequence_length=32)
     before = [weight.copy() for weight in encoder.get_weights()]
@@ -95,7 +113,7 @@ def train_and_save(out):
 
 def main(out):
     out = pathlib.Path(out)
-    report = {"backend": keras.backend.backend(), "parity": parity()}
+    report = {"backend": keras.backend.backend(), "parity": parity(), "keras_files": keras_files()}
     try:
         report["training"] = train_and_save(out)
     except Exception as error:

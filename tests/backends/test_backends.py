@@ -52,6 +52,13 @@ def test_encode_matches_sentence_transformers(run, name):
     assert result["max_abs_diff"] <= TOLERANCE
 
 
+@pytest.mark.parametrize("name", ["encoder.keras", "encoder_cls.keras", "regression_siamese.keras"])
+def test_keras_files_written_by_tensorflow_load_with_the_same_vectors(run, name):
+    result = run[0]["keras_files"][name]
+    assert "error" not in result, result.get("traceback")
+    assert result["max_abs_diff"] <= 5e-5  # the tolerance of tests/test_saved_models.py for `encode`
+
+
 def test_training_runs_and_writes_a_sentence_transformers_folder(run):
     report, out = run
     training = report["training"]
@@ -62,3 +69,21 @@ def test_training_runs_and_writes_a_sentence_transformers_folder(run):
         assert (folder / name).is_file(), name
     assert np.load(out / "trained-vectors.npy").shape == (8, 64)
     assert not report["tensorflow_imported"]
+
+
+@pytest.mark.parametrize(
+    "argv, feature",
+    [
+        (["export", "--model", "m", "--output", "out"], "sbert-keras export --format saved-model"),
+        (["encode", "--model", "m", "--input", "in.txt", "--output", "out", "--like-export"], "--like-export"),
+        (["embed-corpus", "--model", "m", "--input", "in.txt", "--output", "out"], "embed-corpus"),
+    ],
+)
+def test_tensorflow_only_commands_say_so_in_one_line(tmp_path, argv, feature):
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "sbert_keras.cli", *argv], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and feature in lines[0] and 'pip install "sbert_keras[tensorflow]"' in lines[0], lines
