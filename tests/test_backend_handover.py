@@ -53,3 +53,12 @@ def test_a_keras_file_written_on_jax_loads_on_tensorflow_with_the_same_vectors(w
 def test_a_sentence_transformers_folder_written_on_jax_loads_on_tensorflow(written_on_jax):
     encoder = SentenceEncoder.from_preset(written_on_jax / "st")
     assert np.abs(encode(encoder) - np.load(written_on_jax / "vectors.npy")).max() <= TOLERANCE
+
+
+def test_tensorflow_only_commands_refuse_another_backend_in_one_line(tmp_path):
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    argv = [sys.executable, "-m", "sbert_keras.cli", "export", "--model", "m", "--output", "out"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert "needs Keras' TensorFlow backend; it is 'jax'" in lines[0]
