@@ -135,3 +135,20 @@ def unscale_loss_for_distribution(loss):
         loss: a scalar tensor. A loss that Keras scaled by `1 / num_replicas`.
     """
     return _unscale_loss_for_distribution(loss)
+
+
+def set_jax_state(model, state):
+    """Makes Keras' JAX `fit` write `state` back to `model`'s variables when it ends, also on an error.
+
+    Writes Keras' private JAX `Trainer._jax_state` (the step's output that
+    `fit`'s `finally` assigns to the variables) and `_jax_state_synced`
+    (checked against Keras 3.15.1).
+
+    Args:
+        model: keras.Model. A model in a JAX `fit`.
+        state: `(trainable, non_trainable, optimizer, metrics)` variable values.
+    """
+    _require(model, "_jax_state")
+    names = ("trainable_variables", "non_trainable_variables", "optimizer_variables", "metrics_variables")
+    model._jax_state = dict(zip(names, state, strict=True))
+    model._jax_state_synced = False

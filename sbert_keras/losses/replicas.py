@@ -21,7 +21,15 @@ import keras
 from keras import ops
 
 from sbert_keras.losses.base import ImpliedTargetLoss
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
+
+
+def _replica_context():
+    """The `tf.distribute` replica context, or None: JAX and PyTorch train one replica per process here."""
+    if not backends.uses_tensorflow():
+        return None
+    return tf.distribute.get_replica_context()
 
 
 def gather_across_replicas(x):
@@ -32,7 +40,7 @@ def gather_across_replicas(x):
     the gathered rows flows back, summed over replicas, to the replica that
     computed them.
     """
-    context = tf.distribute.get_replica_context()
+    context = _replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return x
     gathered = context.all_gather(x, axis=0)
@@ -57,9 +65,9 @@ def replica_batch_weight(rows):
     Args:
         rows: int scalar tensor, this replica's batch size.
     """
-    context = tf.distribute.get_replica_context()
+    context = _replica_context()
     if context is None or context.num_replicas_in_sync == 1:
-        return tf.constant(1.0)
+        return ops.convert_to_tensor(1.0, "float32")
     rows = tf.cast(rows, "float32")
     total = context.all_reduce(tf.distribute.ReduceOp.SUM, rows)
     return tf.math.divide_no_nan(rows * float(context.num_replicas_in_sync), total)
@@ -79,6 +87,15 @@ class ReplicaGather(keras.layers.Layer):
     candidates = ReplicaGather()(positives)  # (global_batch, dim) in fit
     ```
     """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        if not backends.uses_tensorflow():
+            raise NotImplementedError(
+                "gather_across_replicas gathers rows across tf.distribute replicas and needs Keras' TensorFlow "
+                f"backend; it is {backends.keras_backend()!r}, where one process sees the whole batch: "
+                "pass gather_across_replicas=False."
+            )
 
     def call(self, x):
         return gather_across_replicas(x)

@@ -4,7 +4,9 @@
 each SBERT objective (`siamese_preprocessor` tokenises their inputs), `single_text_models` the batch-hard triplet and
 distillation models, `objectives` the table from objective name to model,
 loss and inputs, `pipelines` the tf.data batching, `schedules` the
-optimizer and warmup, `fit_checks` the checks of every step, `fit_inputs`
+optimizer and warmup, `fit_checks` the checks of every step, `train_steps`
+the checked train step of each Keras backend (TensorFlow, JAX, PyTorch),
+`cached_steps` GradCache's passes on JAX and PyTorch, `fit_inputs`
 the checks of the texts and labels a run receives, `backup`
 resumable runs, `step_log` the CSV log of every step, `distributed`
 tf.distribute strategies, `hard_negatives` mining, `trainer` the

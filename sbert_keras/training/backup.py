@@ -52,8 +52,8 @@ import numpy as np
 
 from sbert_keras.compat import keras_training
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import backends
 from sbert_keras.utils import disk_space
-from sbert_keras.utils.backends import tensorflow as tf
 
 STATE = "state.json"
 SEED_STATE = "seed_generator_state"  # the variable name of a Keras `SeedGenerator`'s state
@@ -75,8 +75,13 @@ def weights_bytes(model, include_optimizer=True):
     optimizer = getattr(model, "optimizer", None)
     if include_optimizer and optimizer is not None:
         variables += list(optimizer.variables)
-    data = sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables)
+    data = sum(math.prod(v.shape) * _item_bytes(v.dtype) for v in variables)
     return data + H5_BYTES_PER_VARIABLE * len(variables) + H5_BYTES_PER_FILE
+
+
+def _item_bytes(dtype):
+    """Bytes per element of a Keras dtype ("bfloat16": 2, "bool": 1)."""
+    return max(1, int("0" + "".join(c for c in keras.backend.standardize_dtype(dtype) if c.isdigit())) // 8)
 
 
 class StaleBackupError(ValueError):
@@ -213,7 +218,7 @@ def set_loss_sums(model, sums):
     tracker = keras_training.loss_tracker(model)
     if tracker is None or len(sums) != len(tracker.variables):
         return
-    if tf.distribute.get_strategy().num_replicas_in_sync == 1:
+    if not backends.uses_tensorflow() or backends.tensorflow.distribute.get_strategy().num_replicas_in_sync == 1:
         for variable, value in zip(tracker.variables, sums, strict=True):
             variable.assign(value)
 

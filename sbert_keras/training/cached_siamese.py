@@ -76,15 +76,13 @@ from keras import ops
 
 from sbert_keras.compat.keras_training import CHECKED_KERAS_VERSION  # noqa: F401 (public here too)
 from sbert_keras.losses.in_batch import SymmetricInBatchNegativesLoss
+from sbert_keras.training import cached_steps
+from sbert_keras.training.cached_steps import REPLAY_TOLERANCE
 from sbert_keras.training.siamese import ContrastiveSiamese
 from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.defaults import IN_BATCH_SCALE
 
 DEFAULT_MINI_BATCH_SIZE = 32
-# Pass 3 recomputes pass 1's embeddings; they must agree up to kernel
-# round-off (bit-identical on CPU). A dropout mask drawn anew moves them by
-# far more than this share of their largest absolute value.
-REPLAY_TOLERANCE = 1e-3
 
 
 def check_mini_batch_size(value):
@@ -228,11 +226,16 @@ class CachedContrastiveSiamese(ContrastiveSiamese):
 
     # === Training ===
 
-    def train_step(self, data):
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        loss, y_pred, gradients = self.cached_gradients(x, y, sample_weight)
-        # Applied only with a finite loss and finite gradients (`fit_checks`).
-        return self.apply_checked_step(x, y, y_pred, sample_weight, loss, gradients, tracked_loss=loss)
+    def batch_gradients(self, x, y, sample_weight):
+        """TensorFlow and PyTorch: the checked step's `(loss, y_pred, gradients)`, by GradCache."""
+        return self.cached_gradients(x, y, sample_weight)
+
+    def stateless_batch_gradients(self, state, x, y, sample_weight):
+        """JAX: the checked step's gradients by GradCache, from `state`'s values (`cached_steps`)."""
+        return cached_steps.jax_cached_gradients(self, state, x, y, sample_weight)
+
+    def tracked_loss(self, loss):
+        return loss
 
     def cached_gradients(self, x, y=None, sample_weight=None):
         """The loss and the gradients of every trainable weight, by GradCache.
@@ -249,6 +252,11 @@ class CachedContrastiveSiamese(ContrastiveSiamese):
             `self.trainable_weights` (of the loss scaled by
             `optimizer.scale_loss`, as `apply_gradients` expects).
         """
+        if keras.backend.backend() == "torch":
+            return cached_steps.torch_cached_gradients(self, x, y, sample_weight)
+        if keras.backend.backend() == "jax":
+            state = [[v.value for v in variables] for variables in self._jax_state_variables()]
+            return cached_steps.jax_cached_gradients(self, state, x, y, sample_weight)[:3]
         roles = self.active_roles
         names = list(self.encoder.input)
         features = {role: {name: x[f"{role}_{name}"] for name in names} for role in roles}
@@ -288,7 +296,12 @@ class CachedContrastiveSiamese(ContrastiveSiamese):
             variable.assign(value)
 
     def _encode(self, features):
-        return tf.cast(self.encoder(features, training=True), "float32")
+        return ops.cast(self.encoder(features, training=True), "float32")
+
+    def _jax_state_variables(self):
+        """The variables of Keras' JAX train state, in its order."""
+        optimizer = [] if self.optimizer is None else self.optimizer.variables
+        return self.trainable_variables, self.non_trainable_variables, optimizer, self.metrics_variables
 
     def _outputs_from_embeddings(self, embeddings):
         """The model's outputs from `{role: embedding}`, as its functional graph computes them."""

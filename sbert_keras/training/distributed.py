@@ -37,6 +37,7 @@ from keras import ops
 
 from sbert_keras.compat import keras_training
 from sbert_keras.compat.keras_training import CHECKED_KERAS_VERSION  # noqa: F401 (public here too)
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 
 TF_CONFIG = "TF_CONFIG"
@@ -92,6 +93,26 @@ def read_tf_config(environ=None):
     return config
 
 
+def check_backend(feature="multi-worker training"):
+    """Raises a one-line `NotImplementedError` unless Keras runs on TensorFlow (`tf.distribute`).
+
+    JAX and PyTorch train in one process on one device here; Keras' own
+    data parallelism on JAX (`keras.distribution.DataParallel`) is not
+    wired into the objectives' train steps.
+    """
+    backend = backends.keras_backend()
+    if backend == "tensorflow":
+        backends.require_tensorflow(feature)
+        return
+    hint = (
+        "sbert_keras does not wire keras.distribution.DataParallel into its train steps; " if backend == "jax" else ""
+    )
+    raise NotImplementedError(
+        f"{feature} needs Keras' TensorFlow backend (tf.distribute); it is {backend!r}. "
+        f"{hint}Set KERAS_BACKEND=tensorflow."
+    )
+
+
 def multi_worker_strategy(communication="auto"):
     """A `tf.distribute.MultiWorkerMirroredStrategy` from `TF_CONFIG`.
 
@@ -102,6 +123,7 @@ def multi_worker_strategy(communication="auto"):
     Args:
         communication: str. `"auto"`, `"ring"` (gRPC, CPUs) or `"nccl"`.
     """
+    check_backend()
     read_tf_config()
     choices = ("auto", "ring", "nccl")
     if communication not in choices:
@@ -113,6 +135,8 @@ def multi_worker_strategy(communication="auto"):
 
 def is_chief(strategy=None):
     """True on worker 0 (or without a multi-worker cluster): the one that saves."""
+    if strategy is None and not backends.uses_tensorflow():
+        return True  # JAX, PyTorch: one process
     strategy = strategy or tf.distribute.get_strategy()
     resolver = getattr(strategy, "cluster_resolver", None)
     return resolver is None or resolver.task_type in (None, "chief") or resolver.task_id == 0
@@ -158,6 +182,8 @@ def prepare_model(model):
     Call it after `compile`, and call `fit` under `strategy.scope()`.
     Without a multi-worker strategy (scope) it changes nothing. Returns `model`.
     """
+    if not backends.uses_tensorflow():
+        return model
     if not isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
         return model
     keras_training.forget_distribute_strategy(model)  # keras-team/keras#20329
@@ -199,6 +225,7 @@ def build_in_scope(encoder, strategy):
     config). Copy the trained weights back with
     `encoder.set_weights(copy.get_weights())`.
     """
+    check_backend("training under a tf.distribute strategy")
     if all(strategy.extended.variable_created_in_scope(v.value) for v in encoder.weights):
         return encoder
     with strategy.scope():

@@ -29,6 +29,7 @@ model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.scale_sts_sc
 """
 
 import dataclasses
+import functools
 import math
 
 import keras
@@ -36,16 +37,27 @@ import numpy as np
 from keras import ops
 
 from sbert_keras.compat import keras_training
+from sbert_keras.training import train_steps
 from sbert_keras.training.fit_inputs import array_batches
 from sbert_keras.training.fit_inputs import check_batched
 from sbert_keras.training.fit_inputs import check_label_array
 from sbert_keras.training.fit_inputs import check_text_columns
 from sbert_keras.training.fit_inputs import rows
+from sbert_keras.training.train_steps import BAD_LABELS
+from sbert_keras.training.train_steps import NON_FINITE_GRADIENTS
+from sbert_keras.training.train_steps import NON_FINITE_LOSS
+from sbert_keras.training.train_steps import OK
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
+
+
+def is_dataset(x):
+    """Whether `x` is a `tf.data.Dataset` (never imports TensorFlow)."""
+    return backends.tensorflow_loaded() and isinstance(x, tf.data.Dataset)
+
 
 # Logs of a train step read and removed by the checked train function.
 STEP_LOGS = ("step_check", "step_loss", "step_label_min", "step_label_max")
-OK, BAD_LABELS, NON_FINITE_LOSS, NON_FINITE_GRADIENTS = 0, 1, 2, 3
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -148,12 +160,12 @@ def check_fit_inputs(model, x, y=None, sample_weight=None, validation_data=None)
         LabelRangeError: a label (of `y` or `validation_data`) outside
             `model.label_range()`.
     """
-    if isinstance(validation_data, tf.data.Dataset):
+    if is_dataset(validation_data):
         check_batched(validation_data, "validation_data")
     elif isinstance(validation_data, (tuple, list)):
         vx, vy, vsw = keras.utils.unpack_x_y_sample_weight(tuple(validation_data))
         _check_arrays(model, vx, vy, vsw, ("validation_data[0]", "validation_data[1]", "validation_data[2]"))
-    if isinstance(x, tf.data.Dataset):
+    if is_dataset(x):
         check_batched(x, "x")
         return
     _check_arrays(model, x, y, sample_weight, ("x", "y", "sample_weight"))
@@ -192,66 +204,6 @@ def loss_name(loss):
     return loss if isinstance(loss, str) else getattr(loss, "name", getattr(loss, "__name__", type(loss).__name__))
 
 
-def step_check(loss, gradients, y, label_range, check_gradients):
-    """`(ok, logs)`: whether a train step may be applied, and why not.
-
-    Args:
-        loss: the step's scalar loss (unscaled; under a strategy, the
-            replica's loss as Keras logs it, not scaled by the replicas).
-        gradients: list of gradients (tensors, `IndexedSlices` or None).
-        y: the batch's labels or None.
-        label_range: a `LabelRange` or None.
-        check_gradients: bool. Also require finite gradients.
-
-    Under a `tf.distribute` strategy the outcome is all-reduced, so every
-    replica applies the step or none does (the label span logged is the
-    replica's own).
-    """
-    label_ok = tf.constant(True)
-    label_min = label_max = tf.constant(0.0)
-    if label_range is not None and y is not None:
-        labels = ops.cast(y, "float32")
-        label_ok = ops.all(label_range.ok(labels))
-        label_min, label_max = ops.min(labels), ops.max(labels)
-    loss_ok = ops.all(ops.isfinite(loss))
-    grads_ok = tf.constant(True)
-    if check_gradients:
-        values = [g.values if isinstance(g, tf.IndexedSlices) else g for g in gradients if g is not None]
-        grads_ok = ops.all(ops.stack([ops.all(ops.isfinite(v)) for v in values])) if values else grads_ok
-    failures = ops.cast(ops.stack([~label_ok, ~loss_ok, ~grads_ok]), "float32")
-    if tf.distribute.has_strategy():  # any replica's failure refuses the step everywhere
-        failures = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, failures)
-    code = tf.where(
-        failures[0] > 0,
-        BAD_LABELS,
-        tf.where(failures[1] > 0, NON_FINITE_LOSS, tf.where(failures[2] > 0, NON_FINITE_GRADIENTS, OK)),
-    )
-    logs = {"step_check": code, "step_loss": ops.cast(loss, "float32")}
-    logs.update({"step_label_min": label_min, "step_label_max": label_max})
-    return ops.equal(code, OK), logs
-
-
-def apply_if(ok, optimizer, gradients, weights):
-    """`optimizer.apply_gradients(zip(gradients, weights))` when `ok`, else nothing.
-
-    Under a strategy that merge-calls (`apply_gradients` does), the condition
-    runs in cross-replica context, as in Keras' `LossScaleOptimizer`.
-    """
-
-    def apply(grads):
-        optimizer.apply_gradients(zip(grads, weights))
-
-    if tf.distribute.has_strategy() and not tf.__internal__.distribute.strategy_supports_no_merge_call():
-
-        def cross_replica(distribution, ok, grads):
-            ok = distribution.experimental_local_results(ok)[0]
-            ops.cond(ok, lambda: distribution.extended.call_for_each_replica(apply, args=(grads,)), lambda: None)
-
-        tf.distribute.get_replica_context().merge_call(cross_replica, args=(ok, gradients))
-    else:
-        ops.cond(ok, lambda: apply(gradients), lambda: None)
-
-
 class FitPosition(keras.callbacks.Callback):
     """Records the epoch and batch `fit` is at, for the checked train function's errors."""
 
@@ -276,7 +228,7 @@ class FitPosition(keras.callbacks.Callback):
 
 def raise_on_bad_step(model, logs, position):
     """Removes `STEP_LOGS` from a train function's `logs` and returns them; raises if the step was refused."""
-    values = {key: float(np.asarray(logs.pop(key)).reshape(-1)[0]) for key in STEP_LOGS if key in logs}
+    values = {key: float(ops.convert_to_numpy(logs.pop(key)).reshape(-1)[0]) for key in STEP_LOGS if key in logs}
     loss = logs.get("loss")
     if int(values.get("step_check", OK)) == OK and (loss is None or np.all(np.isfinite(np.asarray(loss)))):
         return values
@@ -319,10 +271,10 @@ class CheckedTraining:
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, **kwargs):
         """Keras' `fit` (KerasHub's argument order), after `check_fit_inputs`, stopping at the first refused step."""
         check_fit_inputs(self, x, y, sample_weight, validation_data)
-        if isinstance(x, tf.data.Dataset):
+        if is_dataset(x):
             # A dataset comes batched and in its order: Keras' default `shuffle=True` would only warn.
             kwargs.setdefault("shuffle", False)
-        elif x is not None:
+        elif x is not None and not self._on_keras_adapters():
             # KerasHub batches arrays in their order (and Keras warns): shuffle them as Keras would.
             split = kwargs.pop("validation_split", None) if validation_data is None else None
             x, split_data = array_batches(x, y, sample_weight, batch_size, kwargs.pop("shuffle", True), split)
@@ -335,8 +287,32 @@ class CheckedTraining:
             callbacks.append(self._fit_position)
         else:
             callbacks = [self._fit_position, *(callbacks or [])]
-        return super().fit(
-            x, y, batch_size, sample_weight, validation_data=validation_data, callbacks=callbacks, **kwargs
+        return self._keras_method("fit")(
+            x,
+            y,
+            batch_size,
+            sample_weight=sample_weight,
+            validation_data=validation_data,
+            callbacks=callbacks,
+            **kwargs,
+        )
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """Keras' `evaluate`; token ids on JAX and PyTorch go through Keras' own adapters (no `tf.data`)."""
+        return self._keras_method("evaluate")(x, y, batch_size, **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """Keras' `predict`; token ids on JAX and PyTorch go through Keras' own adapters (no `tf.data`)."""
+        return self._keras_method("predict")(x, batch_size, **kwargs)
+
+    def _on_keras_adapters(self):
+        """Whether `fit`, `evaluate` and `predict` take Keras' own data adapters: token ids off TensorFlow."""
+        return not backends.uses_tensorflow() and getattr(self, "preprocessor", None) is None
+
+    def _keras_method(self, name):
+        """KerasHub's `name` (it batches with `tf.data` or Grain), or Keras' own for token ids off TensorFlow."""
+        return (
+            functools.partial(getattr(keras.Model, name), self) if self._on_keras_adapters() else getattr(super(), name)
         )
 
     def make_train_function(self, force=False):
@@ -344,33 +320,67 @@ class CheckedTraining:
             return self.train_function
         super().make_train_function(force)
         function = self.train_function
+        stateless = keras.backend.backend() == "jax"  # `(state, iterator) -> (logs, state)`
 
-        def checked(iterator):
-            logs = function(iterator)
-            values = raise_on_bad_step(self, logs, getattr(self, "_fit_position", None) or FitPosition())
+        def checked(*args):
+            result = function(*args)
+            logs = result[0] if stateless else result
+            try:
+                values = raise_on_bad_step(self, logs, getattr(self, "_fit_position", None) or FitPosition())
+            except (LabelRangeError, NonFiniteLossError):
+                if stateless:  # `fit` writes JAX's state back as it ends: the refused step's, not the one before
+                    keras_training.set_jax_state(self, result[1])
+                raise
             self.last_step_loss = values.get("step_loss")
-            return logs
+            return result
 
         self.train_function = checked
         return checked
 
-    def train_step(self, data):
-        """Keras' train step, applied only when `apply_checked_step` allows it."""
+    def train_step(self, *args):
+        """Keras' train step of the backend (`data`; on JAX `state, data`), applied only when its check passes."""
+        *state, data = args
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         spec = self.label_range()
         # Labels out of range reach the loss as an allowed value (the step is refused anyway):
         # some kernels (sparse cross-entropy on CPU) raise on them before the check can name the batch.
         y_loss = y if spec is None or y is None else ops.where(spec.ok(y), y, ops.cast(spec.safe, y.dtype))
-        with tf.GradientTape() as tape:
-            y_pred = self(x, training=True)
-            loss = keras_training.compute_loss(self, x, y_loss, y_pred, sample_weight, training=True)
-            scaled = loss if self.optimizer is None else self.optimizer.scale_loss(loss)
-        gradients = tape.gradient(scaled, self.trainable_weights)
-        tracked = keras_training.unscale_loss_for_distribution(loss)
+        if state:
+            return self.stateless_checked_step(state[0], x, y, y_loss, sample_weight)
+        loss, y_pred, gradients = self.batch_gradients(x, y_loss, sample_weight)
+        tracked = self.tracked_loss(loss)
         return self.apply_checked_step(x, y, y_pred, sample_weight, loss, gradients, tracked)
 
+    def batch_gradients(self, x, y, sample_weight):
+        """TensorFlow and PyTorch: `(loss, y_pred, gradients)` of a batch (`train_steps.batch_gradients`)."""
+        return train_steps.batch_gradients(self, x, y, sample_weight)
+
+    def stateless_batch_gradients(self, state, x, y, sample_weight):
+        """JAX: `(loss, y_pred, gradients, non_trainable, metrics)` (`train_steps.stateless_gradients`)."""
+        return train_steps.stateless_gradients(self, state, x, y, sample_weight)
+
+    def tracked_loss(self, loss):
+        """The value of `loss` for Keras' running "loss" (unscaled by the replicas, as Keras logs it)."""
+        return keras_training.unscale_loss_for_distribution(loss)
+
+    def stateless_checked_step(self, state, x, y, y_loss, sample_weight):
+        """JAX: the checked step on `state`'s values; returns `(logs, state)` as Keras' JAX `train_step` does."""
+        trainable, _, optimizer_variables, _ = state
+        loss, y_pred, gradients, non_trainable, metrics = self.stateless_batch_gradients(
+            state, x, y_loss, sample_weight
+        )
+        tracked = self.tracked_loss(loss)
+        check_gradients = not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        ok, step_logs = train_steps.step_check(tracked, gradients, y, self.label_range(), check_gradients)
+        trainable, optimizer_variables = train_steps.stateless_apply_if(
+            ok, self.optimizer, optimizer_variables, gradients, trainable
+        )
+        tracked = ops.where(ok, tracked, math.nan)
+        logs, metrics = train_steps.stateless_metrics(self, metrics, tracked, x, y, y_pred, sample_weight)
+        return {**logs, **step_logs}, (trainable, non_trainable, optimizer_variables, metrics)
+
     def apply_checked_step(self, x, y, y_pred, sample_weight, loss, gradients, tracked_loss):
-        """Applies `gradients` if the step passes `step_check`; returns the logs.
+        """Applies `gradients` if the step passes `step_check` (TensorFlow, PyTorch); returns the logs.
 
         Args:
             x, y, y_pred, sample_weight: the batch, its labels and outputs.
@@ -380,8 +390,8 @@ class CheckedTraining:
                 instead when the step is refused).
         """
         check_gradients = not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
-        ok, step_logs = step_check(tracked_loss, gradients, y, self.label_range(), check_gradients)
-        apply_if(ok, self.optimizer, gradients, self.trainable_weights)
-        batch = tf.shape(next(v for v in tf.nest.flatten(x) if v is not None))[0]
+        ok, step_logs = train_steps.step_check(tracked_loss, gradients, y, self.label_range(), check_gradients)
+        train_steps.apply_if(ok, self.optimizer, gradients, self.trainable_weights)
+        batch = train_steps.batch_size(x)
         keras_training.loss_tracker(self).update_state(ops.where(ok, tracked_loss, math.nan), sample_weight=batch)
         return {**self.compute_metrics(x, y, y_pred, sample_weight=sample_weight), **step_logs}

@@ -27,6 +27,7 @@ import numpy as np
 from keras import tree
 
 from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.utils import backends
 from sbert_keras.utils import defaults
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -113,7 +114,7 @@ def check_label_array(labels, argument, one_per_row=True):
     if labels is None:
         raise TypeError(f"`{argument}` is None; this objective needs one label per example.")
     try:
-        array = np.asarray(labels.numpy() if tf.is_tensor(labels) else labels)
+        array = np.asarray(labels.numpy() if backends.is_tf_tensor(labels) else labels)
     except ValueError:  # ragged lists
         raise TypeError(f"`{argument}` must be an array of numbers, one label per example; it is ragged.") from None
     if array.dtype.kind not in "biuf":
@@ -214,4 +215,4 @@ def _columns(x):
 
 def _as_array(value):
     """A column as NumPy (a list of texts as a string array), a tensor as it is."""
-    return value if isinstance(value, (tf.Tensor, tf.RaggedTensor)) else np.asarray(value)
+    return value if backends.is_tf_tensor(value, ragged=True) else np.asarray(value)

@@ -6,6 +6,7 @@ The siamese models (`sbert_keras.training.siamese`) attach it so that `fit`,
 
 import keras
 import keras_hub
+from keras import ops
 
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -40,7 +41,7 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
         else:
             features = self.tokenize_columns(x)
         if y is None and self.dummy_labels:
-            y = tf.zeros(tf.shape(features[f"{self.roles[0]}_token_ids"])[:1])
+            y = ops.zeros(ops.shape(features[f"{self.roles[0]}_token_ids"])[:1])
         return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
 
     def tokenize_columns(self, x):

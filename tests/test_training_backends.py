@@ -1,0 +1,78 @@
+"""Every objective trains on Keras' JAX and PyTorch backends with TensorFlow's numbers.
+
+`backend_objectives.py` trains each objective for 3 SGD steps (AdamW with the
+paper's warmup and clipping for one) on fixed token-id batches from one tiny
+RoBERTa encoder without dropout, in one subprocess per backend (the backend
+is per process). TensorFlow runs first and saves each model's starting
+weights; JAX and PyTorch load them, so every per-step loss, the final
+vectors, `predict` and `evaluate` must agree within float32 round-off.
+PyTorch runs the objectives named in `TORCH_OBJECTIVES`.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "backend_objectives.py"
+TORCH_OBJECTIVES = ("regression", "regression_adamw", "triplet", "classification", "in_batch", "cached_in_batch")
+TOLERANCE = 1e-5
+
+
+def start(backend, folder, *args):
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = folder / f"{backend}.npz"
+    command = [sys.executable, str(SCRIPT), str(out), str(folder), *args]
+    return out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(backend, out, process):
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, f"{backend}:\n{output[-4000:]}"
+    with np.load(out) as data:
+        return dict(data)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("backends")
+    results = {"tensorflow": finish("tensorflow", *start("tensorflow", folder))}  # saves the starting weights
+    started = {"jax": start("jax", folder, "--mixed-bfloat16"), "torch": start("torch", folder, *TORCH_OBJECTIVES)}
+    results.update({backend: finish(backend, *run) for backend, run in started.items()})
+    return results
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_same_losses_and_vectors_as_tensorflow(runs, backend):
+    expected, actual = runs["tensorflow"], runs[backend]
+    trained = {key.split("/")[0] for key in actual if key.endswith("/losses") and not key.startswith("bfloat16")}
+    wanted = {key.split("/")[0] for key in expected if key.endswith("/losses")}
+    assert trained == (wanted if backend == "jax" else set(TORCH_OBJECTIVES))
+    compared = [
+        key for key in actual if key in expected and key.split("/")[0] not in ("tensorflow_imported", "refused")
+    ]
+    assert len(compared) >= 2 * len(trained) + 1  # per-step losses and final vectors of each, plain `predict`
+    for key in compared:
+        np.testing.assert_allclose(actual[key], expected[key], rtol=TOLERANCE, atol=TOLERANCE, err_msg=key)
+    for key in trained:  # training moved the weights: the three steps differ
+        assert np.ptp(actual[f"{key}/losses"]) > 1e-4, key
+
+
+def test_mixed_bfloat16_keeps_losses_float32_on_jax(runs):
+    dtypes = {key: value for key, value in runs["jax"].items() if key.startswith("bfloat16/") and "dtypes" in key}
+    assert len(dtypes) == 7
+    for key, (loss, output) in dtypes.items():
+        assert loss == "float32", key
+        assert output == "float32", key
+        assert np.all(np.isfinite(runs["jax"][key.replace("dtypes", "losses")])), key
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_a_non_finite_step_is_refused_and_the_weights_kept(runs, backend):
+    run = runs[backend]
+    assert "batch index 1 " in str(run["refused/message"]) and "not finite" in str(run["refused/message"])
+    assert run["refused/finite"] and run["refused/moved"]  # the first step applied, the second refused
