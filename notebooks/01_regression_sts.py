@@ -254,6 +254,21 @@ right.set(xlabel="epoch", ylabel="Spearman (cosine)", title="STS-B dev", xticks=
 fig.tight_layout()
 
 # %% [markdown]
+# ## The same training on JAX or PyTorch
+#
+# A notebook kernel has one Keras backend, fixed when Keras is first
+# imported. The setup cell sets `KERAS_BACKEND` only when it is unset, so
+# this notebook trains on JAX as it is when its kernel starts with
+# `KERAS_BACKEND=jax`: locally
+# `KERAS_BACKEND=jax python notebooks/run_notebooks.py --smoke --names 01`
+# (`--smoke` saves nothing); on Colab, run `%env KERAS_BACKEND=jax` in a new
+# first cell, before the setup cell (Colab ships JAX). Texts are then
+# tokenised on the host and TensorFlow is not needed for training. The
+# trained encoder saved with `encoder.save("sts.keras")` loads under
+# TensorFlow with the same vectors, for the SavedModel export of notebook 4:
+# train anywhere, serve with TensorFlow (`docs/backends.md`).
+
+# %% [markdown]
 # ## Conclusion
 #
 # One shared encoder, a cosine head and an MSE loss are the whole

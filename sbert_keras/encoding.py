@@ -266,7 +266,8 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
                 the two agree to a min cosine of about 0.995, and to 0.9999
                 with `like_export=True`. Encode a corpus that way when its
                 queries will be served by an int8 SavedModel. Other
-                precisions already match.
+                precisions already match. TensorFlow only: on another
+                backend it raises `TensorFlowRequired`.
             **aliases: sentence-transformers' names, for code written for it:
                 `show_progress_bar` (`show_progress`), `normalize_embeddings`
                 (`normalize`), `convert_to_tensor=True` or
@@ -290,6 +291,8 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
         ```
         """
         normalize, show_progress, as_tensor = resolve_aliases(aliases, normalize, show_progress)
+        if like_export:
+            backends.require_tensorflow("encode(like_export=True)")
         if is_single_text(texts) and not isinstance(texts, str):
             texts = check_texts(texts)[0]  # a str, so that one vector comes back
         prompt = self.resolve_prompt(prompt, prompt_name)

@@ -15,7 +15,8 @@ Why a hand-written protobuf codec: the `sentencepiece` package ships
 `sentencepiece_model_pb2`, but its generated code refuses the protobuf
 runtime TensorFlow pins ("gencode 7.36 runtime 6.33"). The few fields used
 here (pieces, scores, types, the normaliser spec, the model type) are
-encoded and decoded with the protobuf wire format directly.
+encoded with the protobuf wire format directly, and read by
+`model.sentencepiece_proto`.
 
 Example:
 ```python
@@ -28,18 +29,19 @@ import base64
 import os
 import struct
 
-from sbert_keras.model.sentencepiece_tokenizer import CONTROL
-from sbert_keras.model.sentencepiece_tokenizer import NORMAL
-from sbert_keras.model.sentencepiece_tokenizer import UNIGRAM
-from sbert_keras.model.sentencepiece_tokenizer import UNKNOWN
+from sbert_keras.model.sentencepiece_proto import CONTROL
+from sbert_keras.model.sentencepiece_proto import FAIRSEQ_PREFIX
+from sbert_keras.model.sentencepiece_proto import NORMAL
+from sbert_keras.model.sentencepiece_proto import UNIGRAM
+from sbert_keras.model.sentencepiece_proto import UNKNOWN
+from sbert_keras.model.sentencepiece_proto import parse_model
 from sbert_keras.model.sentencepiece_tokenizer import SpaceSplittingXLMRobertaTokenizer
-from sbert_keras.model.sentencepiece_tokenizer import parse_model
 from sbert_keras.utils.model_files import VOCABULARY_LIMIT
 from sbert_keras.utils.model_files import model_file
 from sbert_keras.utils.model_files import read_json
 
 # Hugging Face's (fairseq's) ids of XLM-R's special tokens, before the pieces.
-XLM_R_PREFIX = ("<s>", "<pad>", "</s>", "<unk>")
+XLM_R_PREFIX = FAIRSEQ_PREFIX
 # Normalisers of a `tokenizer.json` that the SentencePiece model reproduces.
 KNOWN_NORMALIZERS = ("Precompiled", "Replace", "Strip")
 

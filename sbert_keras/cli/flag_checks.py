@@ -15,7 +15,10 @@ flag, printed by `main` as one line `sbert-keras <command>: error: ...`.
 What can only be known from a file's contents (a line that is not UTF-8,
 a CSV without the right columns) or from the model (its dimension, its
 prompts) is checked by the command, still before the model's weights are
-used. Nothing here imports TensorFlow.
+used. Nothing here imports TensorFlow. A command (or flag) that needs
+TensorFlow (`export --format saved-model`, `encode --like-export`,
+`embed-corpus`) is refused here, in one line naming the install, when
+Keras runs on another backend or TensorFlow is absent.
 """
 
 import math
@@ -23,6 +26,7 @@ import os
 
 from sbert_keras.retrieval.index_files import check_target
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import backends
 from sbert_keras.utils.defaults import MAX_LEARNING_RATE
 
 
@@ -89,6 +93,8 @@ def check_evaluate(args):
 
 
 def check_encode(args):
+    if getattr(args, "like_export", False):
+        backends.require_tensorflow("sbert-keras encode --like-export")
     check_input(args.input, "--input")
     check_new_file(outputs.npy_path(args.output), args.overwrite, create_parents=False)
 
@@ -131,6 +137,8 @@ def check_cluster(args):
 
 
 def check_export(args):
+    if args.format != "sentence-transformers":
+        backends.require_tensorflow("sbert-keras export --format saved-model")
     replaceable = None
     if args.format == "sentence-transformers":
         flags = {"--quantize": args.quantize, "--prompt": args.prompt}
@@ -169,6 +177,7 @@ def check_index(args):
 
 
 def check_embed_corpus(args):
+    backends.require_tensorflow("sbert-keras embed-corpus (Apache Beam)")
     for flag, value in (("--beam-batch-size", args.beam_batch_size), ("--worker-threads", args.worker_threads)):
         if value is not None:
             check_flag(value, flag)

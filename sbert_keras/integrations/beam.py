@@ -64,6 +64,7 @@ from sbert_keras.encoder import SentenceEncoder
 from sbert_keras.integrations.beam_arguments import add_arguments  # noqa: F401 (part of this module's API)
 from sbert_keras.training import objectives  # noqa: F401 (registers every model and loss a `.keras` file may hold)
 from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import backends
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import BEAM_BATCH_SIZE
@@ -113,6 +114,7 @@ class SentenceEncoderModelHandler(ModelHandler):
         max_batch_size=BEAM_BATCH_SIZE,
         **kwargs,
     ):
+        backends.require_tensorflow("SentenceEncoderModelHandler (Apache Beam)")
         check_positive_int(batch_size, "batch_size")
         check_positive_int(min_batch_size, "min_batch_size")
         check_positive_int(max_batch_size, "max_batch_size")
@@ -239,7 +241,10 @@ def embed_corpus(
             and 1-based line), all before the pipeline runs.
         sbert_keras.utils.disk_space.DiskFullError: too little free space for the
             shards (checked first), or a full disk met anyway.
+        sbert_keras.utils.backends.TensorFlowRequired: Keras does not run on
+            an installed TensorFlow.
     """
+    backends.require_tensorflow("embed_corpus (Apache Beam)")
     env_vars = {}
     if worker_threads is not None:
         env_vars["TF_NUM_INTRAOP_THREADS"] = str(check_positive_int(worker_threads, "worker_threads"))

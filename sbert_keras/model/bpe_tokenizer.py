@@ -32,6 +32,8 @@ import keras_hub
 from sbert_keras.model.bpe_merges import merge_table
 from sbert_keras.model.bpe_merges import merge_words
 from sbert_keras.model.bpe_pretokenizer import pretokenize
+from sbert_keras.model.host_tokenizer import runs_on_host
+from sbert_keras.model.host_tokenizer import tokenize_on_host
 from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -116,7 +118,9 @@ class ByteLevelBPETokenizer(keras_hub.models.RobertaTokenizer):
         return tf.strings.substr(texts, 0, keep, unit="UTF8_CHAR"), cut
 
     def tokenize(self, inputs):
-        """Strings -> token ids: a ragged `(n, None)` int tensor, or 1-D for one string."""
+        """Strings -> token ids: a ragged `(n, None)` int tensor, or 1-D for one string (lists on the host)."""
+        if runs_on_host(inputs):  # JAX, PyTorch: `tokenizers` itself
+            return tokenize_on_host(self, inputs)
         inputs = tf.convert_to_tensor(inputs, tf.string)
         scalar = inputs.shape.rank == 0
         texts = tf.reshape(inputs, [-1])

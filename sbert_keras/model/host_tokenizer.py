@@ -22,15 +22,21 @@ too. The pipeline is the one Hugging Face's converters write into
   with fairseq's ids (`<s> <pad> </s> <unk>`, the pieces, `<mask>`), as
   transformers' `XLMRobertaConverter` builds it.
 
+KerasHub's own `BertTokenizer` and `RobertaTokenizer` get the same pipeline:
+what sentence-transformers would run, which their in-graph tokenisation
+(case folding, older Unicode tables) can differ from on rare texts.
+
 No post-processor, truncation or padding: the preprocessor adds the start and
 end tokens and cuts (`HostTokenizing.host_token_ids`). Added tokens keep
-their ids (`model.added_tokens`): when `tokenizers` would number one
-otherwise (its content sits elsewhere in the vocabulary), its id is mapped.
+their ids (`model.added_tokens`): where `tokenizers` numbers one otherwise
+(its content sits at another id of the vocabulary, or is not in it), the id
+is mapped. The tokenizers themselves call `tokenize_on_host` outside
+TensorFlow, so `tokenizer(texts)` works there too.
 
 Example:
 ```python
-tokenizer = host_tokenizer(preprocessor.tokenizer, preprocessor.added_tokens)
-tokenizer.encode("The weather is nice today.", add_special_tokens=False).ids
+host, id_map = host_tokenizer(preprocessor.tokenizer, preprocessor.added_tokens)
+host.encode("The weather is nice today.", add_special_tokens=False).ids
 ```
 """
 
@@ -41,16 +47,15 @@ from tokenizers import models
 from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 
-from sbert_keras.model.sentencepiece_tokenizer import parse_model
-from sbert_keras.model.wordpiece import HuggingFaceWordPiece
+from sbert_keras.model.sentencepiece_proto import FAIRSEQ_PREFIX
+from sbert_keras.model.sentencepiece_proto import UNIGRAM
+from sbert_keras.model.sentencepiece_proto import parse_model
+from sbert_keras.utils import backends
 from sbert_keras.utils import defaults
-
-# The ids of XLM-R's (fairseq's) special tokens, before the SentencePiece pieces.
-FAIRSEQ_PREFIX = ("<s>", "<pad>", "</s>", "<unk>")
 
 
 def _wordpiece(tokenizer):
-    if isinstance(tokenizer, HuggingFaceWordPiece) and (not tokenizer.split or tokenizer.special_tokens_in_strings):
+    if not tokenizer.split or tokenizer.special_tokens_in_strings:
         raise ValueError(
             f"host_tokenizer: {type(tokenizer).__name__} with split={tokenizer.split} and "
             f"special_tokens_in_strings={tokenizer.special_tokens_in_strings} has no `tokenizers` equivalent; "
@@ -87,6 +92,11 @@ def _byte_level_bpe(tokenizer):
 
 def _unigram(tokenizer):
     model = parse_model(tokenizer.proto)
+    if model["model_type"] != UNIGRAM or model["byte_fallback"]:
+        raise ValueError(
+            f"host_tokenizer: {type(tokenizer).__name__}'s SentencePiece model is not a Unigram model without "
+            "byte fallback (XLM-R's), the only kind supported."
+        )
     vocab = [(token, 0.0) for token in FAIRSEQ_PREFIX]
     vocab += [(piece, score) for piece, score, _ in model["pieces"][3:]]
     vocab.append(("<mask>", 0.0))
@@ -209,6 +219,49 @@ def _state_key(tokenizer, added_tokens):
     )
 
 
+def cached_host_tokenizer(owner, tokenizer, added_tokens=()):
+    """`host_tokenizer(tokenizer, added_tokens)`, kept on `owner` until the tokenizer's state changes."""
+    key = _state_key(tokenizer, added_tokens)
+    cache = getattr(owner, "_host_cache", None)
+    if cache is None or not cache.matches(key):
+        cache = _HostCache(key, *host_tokenizer(tokenizer, added_tokens))
+        owner._host_cache = cache
+    return cache.host, cache.id_map
+
+
+def runs_on_host(inputs):
+    """Whether a tokenizer called on `inputs` tokenises on the host: outside TensorFlow, and not a TF tensor."""
+    return not backends.uses_tensorflow() and not backends.is_tf_tensor(inputs, ragged=True)
+
+
+def tokenize_on_host(tokenizer, inputs):
+    """A tokenizer's `tokenize` outside TensorFlow: its ids, as KerasHub's tokenizers give them there.
+
+    Args:
+        tokenizer: one of the tokenizers `host_tokenizer` takes.
+        inputs: a string, or a list or 1-D array of strings.
+
+    Returns:
+        a list of ids for a string, a list of lists for a batch; with the
+        tokenizer's `sequence_length`, an `np.int32` array cut and padded
+        with 0 to it.
+
+    Example:
+    ```python
+    tokenize_on_host(tokenizer, ["The weather is nice today."])  # [[1996, 4633, 2003, 3835, 2651, 1012]]
+    ```
+    """
+    host, _ = cached_host_tokenizer(tokenizer, tokenizer)
+    scalar = isinstance(inputs, (str, bytes)) or (isinstance(inputs, np.ndarray) and inputs.ndim == 0)
+    texts = [inputs] if scalar and not isinstance(inputs, np.ndarray) else np.asarray(inputs).reshape(-1).tolist()
+    texts = [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
+    ids = [encoding.ids for encoding in host.encode_batch_fast(texts, add_special_tokens=False)]
+    length = getattr(tokenizer, "sequence_length", None)
+    if length:
+        ids = pad_rows([row[:length] for row in ids], 0, length)
+    return ids[0] if scalar else ids
+
+
 class HostTokenizing:
     """Mixin of `SentenceEncoderPreprocessor`: texts -> `[start] ids [end]` on the host, with `tokenizers`.
 
@@ -220,12 +273,7 @@ class HostTokenizing:
 
     def host_tokenizer(self):
         """`(tokenizers.Tokenizer, id map)` of this preprocessor (see `host_tokenizer`), cached."""
-        key = _state_key(self.tokenizer, self.added_tokens)
-        cache = getattr(self, "_host_cache", None)
-        if cache is None or not cache.matches(key):
-            cache = _HostCache(key, *host_tokenizer(self.tokenizer, self.added_tokens))
-            self._host_cache = cache
-        return cache.host, cache.id_map
+        return cached_host_tokenizer(self, self.tokenizer, self.added_tokens)
 
     def host_token_ids(self, texts):
         """A list of `str` -> `(rows, truncated)`, tokenised on the host, as `ragged_token_ids` on TensorFlow.

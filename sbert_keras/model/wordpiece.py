@@ -40,6 +40,8 @@ tokenizer(["The weather is\\xa0nice today."])
 import numpy as np
 
 from sbert_keras.compat.keras_hub import preprocessing_function
+from sbert_keras.model.host_tokenizer import runs_on_host
+from sbert_keras.model.host_tokenizer import tokenize_on_host
 from sbert_keras.model.unicode_classes import char_map_arrays
 from sbert_keras.model.unicode_classes import patterns
 from sbert_keras.model.unicode_classes import white_space_after_cleaning
@@ -205,6 +207,8 @@ class HuggingFaceWordPiece:
         self._check_vocabulary()
         if not self.split or self.special_tokens_in_strings:
             return super().tokenize(inputs)  # KerasHub's own modes: pre-split words, special tokens in text
+        if runs_on_host(inputs):  # JAX, PyTorch: `tokenizers` itself
+            return tokenize_on_host(self, inputs)
         return self._tokenize_like_tokenizers(inputs)
 
     @preprocessing_function

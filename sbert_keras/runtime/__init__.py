@@ -1,6 +1,12 @@
 """Inference: one engine, its routes, the graphs and kernels they run, batching, and the SavedModel export.
 
-Read top to bottom, each module importing only those below it:
+Everything here but `host_engine` and `batching` runs TensorFlow graphs:
+it is what `encode` uses when Keras runs on TensorFlow. On JAX and
+PyTorch, `host_engine` is the engine. Read top to bottom, each module
+importing only those below it:
+
+- `host_engine`: `HostEngine`, the engine on JAX and PyTorch: the host
+  tokenizer, smart batching and the Keras graph (one `jax.jit` per shape);
 
 - `engine`: `InferenceEngine`, per encoder and `hardware.Host`: picks a
   route once per (precision, size class), owns the one self-check verdict

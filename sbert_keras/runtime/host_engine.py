@@ -24,6 +24,7 @@ pooled, num_truncated = engine.encode(["a text"], batch_size=32)
 """
 
 import bisect
+import functools
 import time
 
 import keras
@@ -39,10 +40,15 @@ from sbert_keras.utils.defaults import PRECISIONS
 WARMUP_TEXTS = ("A man is playing a guitar.", "A dog runs in the park.")
 
 
-def bucket_width(longest):
-    """The padded length of a batch whose longest text has `longest` tokens: the next of `defaults.BUCKETS`."""
+def bucket_width(longest, limit=None):
+    """The padded length of a batch whose longest text has `longest` tokens: the next of `defaults.BUCKETS`.
+
+    Never past `limit` (the preprocessor's `sequence_length`, which no row exceeds): a model whose position
+    embeddings stop there cannot take a longer row.
+    """
     index = bisect.bisect_left(BUCKETS, longest)
-    return BUCKETS[index] if index < len(BUCKETS) else longest
+    width = BUCKETS[index] if index < len(BUCKETS) else longest
+    return width if limit is None else max(longest, min(width, limit))
 
 
 def jax_forward(model):
@@ -131,7 +137,8 @@ class HostEngine:
                 return out, 0
             rows, truncated = self.encoder.preprocessor.host_token_ids(texts)
             pad = self.encoder.preprocessor.tokenizer.pad_token_id
-            batching.run_batches(self._runner(precision), rows, pad, batch_size, out, show, 1, bucket_width)
+            width = functools.partial(bucket_width, limit=self.encoder.preprocessor.sequence_length)
+            batching.run_batches(self._runner(precision), rows, pad, batch_size, out, show, 1, width)
         self.prepared.add(precision)
         return out, int(np.sum(truncated))
 

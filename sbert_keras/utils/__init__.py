@@ -8,6 +8,8 @@ reader of a model folder's JSON files), `hardware` (CPU flags, GPU, the
 precision `"auto"` picks), `arrays` (NumPy row normalisation),
 `module_paths` (the module paths of earlier releases), `import_hooks` (a
 function run right after, or around, another library's import),
+`backends` (which Keras backend runs, whether TensorFlow is installed,
+and TensorFlow imported only when a TensorFlow feature uses it),
 `tf_startup` (what is set up when sbert_keras imports TensorFlow: its
 start-up lines held, XLA's disk cache) and `output_names` (the names of
 what the package writes, and what an overwrite replaces).
