@@ -28,6 +28,7 @@ from sklearn.metrics import confusion_matrix
 from sklearn.model_selection import StratifiedKFold
 from sklearn.model_selection import cross_val_score
 
+from sbert_keras.utils import backends
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
 
@@ -158,9 +159,25 @@ def triplet_evaluation(encoder, anchors, positives, negatives, batch_size=ENCODE
     return {f"triplet_accuracy{suffix}": float(np.mean(d(a, p) < d(a, n))) for suffix, d in distances.items()}
 
 
+def _host_logits(model, columns, batch_size):
+    """JAX and PyTorch: `model`'s outputs on text columns, one per role, each batch tokenised on the host."""
+    preprocessor, roles = model.encoder.preprocessor, model.preprocessor.roles
+    outputs = []
+    for start in range(0, len(columns[0]), batch_size):
+        features = {}
+        for role, column in zip(roles, columns, strict=True):
+            for name, value in preprocessor.host_inputs(list(column[start : start + batch_size])).items():
+                features[f"{role}_{name}"] = value
+        outputs.append(keras.ops.convert_to_numpy(model(features, training=False)))
+    return np.concatenate(outputs)
+
+
 def _nli_predictions(model, sentences_a, sentences_b, labels, batch_size):
     sentences_a, sentences_b, labels = _columns(sentences_a, sentences_b, labels)
-    logits = model.predict((np.array(sentences_a), np.array(sentences_b)), batch_size=batch_size, verbose=0)
+    if backends.uses_tensorflow():
+        logits = model.predict((np.array(sentences_a), np.array(sentences_b)), batch_size=batch_size, verbose=0)
+    else:  # KerasHub's `predict` batches strings with tf.data (or Grain): tokenise on the host instead
+        logits = _host_logits(model, (sentences_a, sentences_b), batch_size)
     logits = np.asarray(logits)
     return np.asarray(labels).astype("int64").reshape(-1), logits.argmax(-1), logits.shape[-1]
 
