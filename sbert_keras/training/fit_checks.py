@@ -271,16 +271,20 @@ class CheckedTraining:
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, **kwargs):
         """Keras' `fit` (KerasHub's argument order), after `check_fit_inputs`, stopping at the first refused step."""
         check_fit_inputs(self, x, y, sample_weight, validation_data)
-        if is_dataset(x):
+        host = self._host_preprocessor()
+        if is_dataset(x) or isinstance(x, keras.utils.PyDataset):
             # A dataset comes batched and in its order: Keras' default `shuffle=True` would only warn.
             kwargs.setdefault("shuffle", False)
-        elif x is not None and not self._on_keras_adapters():
+        elif x is not None and (host is not None or not self._on_keras_adapters()):
             # KerasHub batches arrays in their order (and Keras warns): shuffle them as Keras would.
             split = kwargs.pop("validation_split", None) if validation_data is None else None
-            x, split_data = array_batches(x, y, sample_weight, batch_size, kwargs.pop("shuffle", True), split)
+            shuffle = kwargs.pop("shuffle", True)
+            x, split_data = array_batches(x, y, sample_weight, batch_size, shuffle, split, preprocessor=host)
             y = sample_weight = batch_size = None
             validation_data = split_data if split_data is not None else validation_data
             kwargs["shuffle"] = False
+        if host is not None and validation_data is not None and not isinstance(validation_data, keras.utils.PyDataset):
+            validation_data = host(*keras.utils.unpack_x_y_sample_weight(validation_data))
         self._fit_position = FitPosition()
         callbacks = kwargs.pop("callbacks", None)
         if isinstance(callbacks, keras.callbacks.CallbackList):
@@ -298,16 +302,27 @@ class CheckedTraining:
         )
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
-        """Keras' `evaluate`; token ids on JAX and PyTorch go through Keras' own adapters (no `tf.data`)."""
+        """Keras' `evaluate`; on JAX and PyTorch texts are tokenised on the host, then Keras' own adapters run."""
+        host = self._host_preprocessor()
+        if host is not None and x is not None and not isinstance(x, keras.utils.PyDataset):
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(host(x, y, kwargs.pop("sample_weight", None)))
+            kwargs["sample_weight"] = sample_weight
         return self._keras_method("evaluate")(x, y, batch_size, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        """Keras' `predict`; token ids on JAX and PyTorch go through Keras' own adapters (no `tf.data`)."""
+        """Keras' `predict`; on JAX and PyTorch texts are tokenised on the host, then Keras' own adapters run."""
+        host = self._host_preprocessor()
+        if host is not None and not isinstance(x, keras.utils.PyDataset):
+            x = keras.utils.unpack_x_y_sample_weight(host(x, None, None))[0]  # a pair alone would read as (x, y)
         return self._keras_method("predict")(x, batch_size, **kwargs)
 
     def _on_keras_adapters(self):
-        """Whether `fit`, `evaluate` and `predict` take Keras' own data adapters: token ids off TensorFlow."""
-        return not backends.uses_tensorflow() and getattr(self, "preprocessor", None) is None
+        """Whether `fit`, `evaluate` and `predict` take Keras' own data adapters: always off TensorFlow."""
+        return not backends.uses_tensorflow()
+
+    def _host_preprocessor(self):
+        """Off TensorFlow, the preprocessor run on the host before Keras' adapters (None on TensorFlow)."""
+        return None if backends.uses_tensorflow() else getattr(self, "preprocessor", None)
 
     def _keras_method(self, name):
         """KerasHub's `name` (it batches with `tf.data` or Grain), or Keras' own for token ids off TensorFlow."""

@@ -1,13 +1,17 @@
 """`SiamesePreprocessor`: the encoder's preprocessor applied to each sentence of a pair or triplet.
 
 The siamese models (`sbert_keras.training.siamese`) attach it so that `fit`,
-`evaluate` and `predict` take raw strings.
+`evaluate` and `predict` take raw strings: inside `tf.data` on TensorFlow,
+on the host (`SentenceEncoderPreprocessor.host_inputs`) on JAX and PyTorch.
 """
 
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
+from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 
 
@@ -55,6 +59,8 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
             columns = list(x) if isinstance(x, (tuple, list)) else [x]
             if len(columns) != len(self.roles):
                 raise ValueError(f"Expected {len(self.roles)} text inputs {self.roles}; received {len(columns)}.")
+        if not backends.uses_tensorflow():
+            return self._host_columns(columns)
         # One tokenizer call for all roles (one trace, one batch), padded to
         # the batch's longest text rather than to `sequence_length`.
         sizes = [tf.shape(c)[0] for c in columns]
@@ -64,6 +70,17 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
             for role, part in zip(self.roles, tf.split(value, sizes, axis=0), strict=True):
                 features[f"{role}_{name}"] = part
         return features
+
+    def _host_columns(self, columns):
+        """`tokenize_columns` on the host (JAX, PyTorch): one `host_inputs` call for all roles, NumPy arrays."""
+        texts = [check_texts(column, role) for column, role in zip(columns, self.roles, strict=True)]
+        packed = self.preprocessor.host_inputs([text for column in texts for text in column])
+        cuts = np.cumsum([len(column) for column in texts])[:-1]
+        return {
+            f"{role}_{name}": part
+            for name, value in packed.items()
+            for role, part in zip(self.roles, np.split(value, cuts), strict=True)
+        }
 
     def get_config(self):
         config = super().get_config()

@@ -16,6 +16,7 @@ import numpy as np
 
 from sbert_keras import SentenceEncoder
 from sbert_keras.data.examples import SentencePairs
+from sbert_keras.training.siamese import RegressionSiamese
 from sbert_keras.training.trainer import train_objective
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -111,13 +112,38 @@ def train_and_save(out):
     return {"losses": [float(x) for x in history.history["loss"]], "weights_changed": changed, "folder": str(folder)}
 
 
+def fit_on_text():
+    """`fit`, `evaluate` and `predict` of a siamese model on raw strings (tokenised on the host)."""
+    encoder = SentenceEncoder.from_preset(FIXTURES / "mpnet" / "model", sequence_length=32)
+    model = RegressionSiamese(encoder)
+    model.compile(optimizer=keras.optimizers.SGD(1e-2))
+    first, second, scores = (list(column) for column in zip(*STS_PAIRS))
+    labels = np.array(scores, "float32")
+    history = model.fit(
+        (first, second), labels, batch_size=2, epochs=2, verbose=0, validation_data=((first, second), labels)
+    )
+    return {
+        "losses": [float(x) for x in history.history["loss"]],
+        "val_losses": [float(x) for x in history.history["val_loss"]],
+        "evaluate": float(model.evaluate((first, second), labels, verbose=0)),
+        "predict_shape": list(np.shape(model.predict((first, second), verbose=0))),
+        "pairs": len(first),
+    }
+
+
+def guarded(function, *args):
+    """`function(*args)`, or the error it raised with its traceback."""
+    try:
+        return function(*args)
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+
+
 def main(out):
     out = pathlib.Path(out)
     report = {"backend": keras.backend.backend(), "parity": parity(), "keras_files": keras_files()}
-    try:
-        report["training"] = train_and_save(out)
-    except Exception as error:
-        report["training"] = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+    report["training"] = guarded(train_and_save, out)
+    report["fit_on_text"] = guarded(fit_on_text)
     report["tensorflow_imported"] = "tensorflow" in sys.modules
     print(json.dumps(report))
 

@@ -71,6 +71,13 @@ def test_training_runs_and_writes_a_sentence_transformers_folder(run):
     assert not report["tensorflow_imported"]
 
 
+def test_fit_evaluate_and_predict_take_raw_strings(run):
+    result = run[0]["fit_on_text"]
+    assert "error" not in result, result.get("traceback")
+    assert len(result["losses"]) == 2 and all(np.isfinite(result["losses"] + result["val_losses"]))
+    assert np.isfinite(result["evaluate"]) and result["predict_shape"] == [result["pairs"]]
+
+
 @pytest.mark.parametrize(
     "argv, feature",
     [
