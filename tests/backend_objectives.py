@@ -2,18 +2,21 @@
 
 Run once per backend (the backend is per process), TensorFlow first:
 `KERAS_BACKEND=jax python tests/backend_objectives.py OUT.npz WEIGHTS_DIR [objective ...]`. Every model
-is built from the same tiny RoBERTa encoder (hidden size 8, no dropout); the first run saves each model's
+is built from the same tiny RoBERTa encoder (hidden size 8, no dropout), and the regression objective from each
+family fixture (MPNet, DistilBERT with its Dense head, XLM-R; dropout off); the first run saves each model's
 weights to `WEIGHTS_DIR/<objective>.weights.h5` and later runs load them, so every backend starts from the
 same numbers and `tests/test_training_backends.py` compares the per-step losses and the final vectors.
 """
 
 import os
+import pathlib
 import sys
 
 import keras
 import keras_hub
 import numpy as np
 
+from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.encoder import SentenceEncoder
 from sbert_keras.losses.distillation import MSEDistillationLoss
 from sbert_keras.losses.in_batch import SymmetricInBatchNegativesLoss
@@ -30,6 +33,8 @@ from sbert_keras.training.step_log import StepLog
 from sbert_keras.training.step_log import read_rows
 
 VOCABULARY, LENGTH, BATCH, STEPS = 40, 7, 6, 3
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+FAMILIES = ("mpnet", "distilbert-dense", "xlm-roberta")
 ROWS = BATCH * STEPS
 
 
@@ -72,6 +77,15 @@ def encoder(weights_dir=None):
     return model
 
 
+def family_encoder(family):
+    """A family fixture's encoder (`tests/fixtures/<family>/model`), dropout off: every backend draws its own."""
+    encoder = SentenceEncoder.from_preset(FIXTURES / family / "model", sequence_length=LENGTH + 2)
+    for layer in flatten_layers(encoder):
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0
+    return encoder
+
+
 LABELS = np.random.default_rng(9)
 SCORES = LABELS.uniform(-0.9, 0.9, ROWS).astype("float32")
 BINARY = (np.arange(ROWS) % 2).astype("float32")
@@ -107,7 +121,15 @@ def objectives():
         optimizer.epsilon = 1.0
         return optimizer
 
-    return {
+    families = {  # the regression objective on each family fixture (the encoder passed in is not used)
+        f"regression_{family}": (
+            lambda _, family=family: compiled(siamese.RegressionSiamese(family_encoder(family))),
+            features(*PAIR),
+            SCORES,
+        )
+        for family in FAMILIES
+    }
+    return families | {
         "regression": (lambda e: compiled(siamese.RegressionSiamese(e)), features(*PAIR), SCORES),
         "regression_adamw": (lambda e: compiled(siamese.RegressionSiamese(dense(e)), optimizer=adamw()), *pair),
         "cosent": (lambda e: compiled(siamese.RegressionSiamese(e), CoSENTLoss()), features(*PAIR), SCORES),

@@ -11,6 +11,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # No verdict or XLA cache shared between tests (tests/test_cold_start.py turns it on in tmp folders).
 os.environ["SBERT_KERAS_CACHE_DIR"] = ""
+# The suite without TensorFlow (`make test-backends` runs it in `.venv-backends`, with `--confcutdir
+# tests/backends`, so this file is not loaded there): its point is a process that never had TensorFlow.
+collect_ignore = ["backends"]
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402

@@ -20,6 +20,7 @@ run_precision_test(lambda: MaskedPooling("mean"), (x, mask))
 import contextlib
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -400,3 +401,25 @@ def run_cli_logging_stages(args, timeout=600, **extra_env):
         timeout=timeout,
     )
     return done, [line for line in done.stderr.splitlines() if line.startswith("sbert-keras test: ")]
+
+
+def start_on_backend(script, backend, folder, *args):
+    """Starts `script out folder *args` under Keras' `backend` in a fresh process; returns `(out, process)`.
+
+    Keras' backend is chosen once per process, so each backend of a
+    cross-backend comparison runs the same script in its own process, which
+    writes its results to `out` (`folder/<backend>.npz`).
+    """
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(root), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = folder / f"{backend}.npz"
+    command = [sys.executable, str(script), str(out), str(folder), *args]
+    return out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish_on_backend(backend, out, process, timeout=900):
+    """Waits for a `start_on_backend` process; its arrays as a dict (its output in the failure message)."""
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, f"{backend}:\n{output[-4000:]}"
+    with np.load(out) as data:
+        return dict(data)

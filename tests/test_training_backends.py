@@ -9,13 +9,13 @@ vectors, `predict` and `evaluate` must agree within float32 round-off.
 PyTorch runs the objectives named in `TORCH_OBJECTIVES`.
 """
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from harness import finish_on_backend
+from harness import start_on_backend
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "backend_objectives.py"
@@ -23,26 +23,16 @@ TORCH_OBJECTIVES = ("regression", "regression_adamw", "triplet", "classification
 TOLERANCE = 1e-5
 
 
-def start(backend, folder, *args):
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    out = folder / f"{backend}.npz"
-    command = [sys.executable, str(SCRIPT), str(out), str(folder), *args]
-    return out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def finish(backend, out, process):
-    output, _ = process.communicate(timeout=600)
-    assert process.returncode == 0, f"{backend}:\n{output[-4000:]}"
-    with np.load(out) as data:
-        return dict(data)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("backends")
-    results = {"tensorflow": finish("tensorflow", *start("tensorflow", folder))}  # saves the starting weights
-    started = {"jax": start("jax", folder, "--mixed-bfloat16"), "torch": start("torch", folder, *TORCH_OBJECTIVES)}
-    results.update({backend: finish(backend, *run) for backend, run in started.items()})
+    # TensorFlow first: it saves the starting weights the others load.
+    results = {"tensorflow": finish_on_backend("tensorflow", *start_on_backend(SCRIPT, "tensorflow", folder))}
+    started = {
+        "jax": start_on_backend(SCRIPT, "jax", folder, "--mixed-bfloat16"),
+        "torch": start_on_backend(SCRIPT, "torch", folder, *TORCH_OBJECTIVES),
+    }
+    results.update({backend: finish_on_backend(backend, *run) for backend, run in started.items()})
     return results
 
 

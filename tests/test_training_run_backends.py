@@ -11,12 +11,13 @@ equal TensorFlow's within float32 round-off.
 
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from harness import finish_on_backend
+from harness import start_on_backend
 from sbert_keras.cli.parser import select_backend
 from sbert_keras.utils import backends
 
@@ -38,26 +39,13 @@ OBJECTIVES = (
 TOLERANCE = 1e-5
 
 
-def start(backend, folder, *args):
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    out = folder / f"{backend}.npz"
-    command = [sys.executable, str(SCRIPT), str(out), str(folder), *args]
-    return out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def finish(backend, out, process):
-    output, _ = process.communicate(timeout=900)
-    assert process.returncode == 0, f"{backend}:\n{output[-4000:]}"
-    with np.load(out) as data:
-        return dict(data)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("training_run")
-    results = {"tensorflow": finish("tensorflow", *start("tensorflow", folder, "regression"))}  # the weights
-    started = {backend: start(backend, folder) for backend in ("jax", "torch")}
-    results.update({backend: finish(backend, *run) for backend, run in started.items()})
+    tensorflow = start_on_backend(SCRIPT, "tensorflow", folder, "regression")  # first: it saves the weights
+    results = {"tensorflow": finish_on_backend("tensorflow", *tensorflow)}
+    started = {backend: start_on_backend(SCRIPT, backend, folder) for backend in ("jax", "torch")}
+    results.update({backend: finish_on_backend(backend, *run) for backend, run in started.items()})
     return results
 
 

@@ -8,6 +8,7 @@ TensorFlow side loads such a folder with the same vectors is checked by the main
 (`tests/test_backend_handover.py`), where TensorFlow is installed.
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -21,6 +22,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 BACKENDS = ("jax", "torch")
 TOLERANCE = 1e-5
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is not None,
+    reason="the suite without TensorFlow runs in .venv-backends (make test-backends)",
+)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
