@@ -45,7 +45,9 @@ lint: install-dev
 	$(VENV)/bin/ruff format --check .
 
 test: install-dev lint
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 tests
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "not backends" tests
+	# Each starts TensorFlow, JAX and PyTorch processes: alone, not beside two grown test workers (memory).
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider --durations=10 -m backends tests
 	$(MAKE) test-backends
 
 # Without TensorFlow: KerasHub 0.32 requires tensorflow-text on Linux and the MiniLM package torch with

@@ -43,7 +43,9 @@ the peer: each column's widths, from its own tokenizer). The GFLOP/s of the
 timed steps is set against a bare `tf.matmul` measured in the same run at
 the feed-forward shape (16 x median padded width, hidden x intermediate,
 `encode_profile.matmul_gflops`), in bfloat16 (`fraction_of_bf16_peak`, both
-sides) and float32 (`fraction_of_float32_peak`). `useful_*` figures count
+sides) and float32 (`fraction_of_float32_peak`); under `KERAS_BACKEND=jax`
+or `torch` there is no bare TensorFlow matmul, so only steps/s (and the
+ratio to the peer) are reported. `useful_*` figures count
 the peer's widths on both sides (the least padding). Peak memory is `VmHWM`
 (`common.peak_rss_mb`) of each process. `other_cpu_cores` (cpu_timing's
 `CpuMonitor`) says how busy the rest of the machine was during the timed
@@ -56,6 +58,7 @@ Lines: `kind: "ours"`, `kind: "peer"`, then `kind: "summary"` with
         [--peer-python /work/peers/st/bin/python] [--no-peer]
 """
 
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -306,12 +309,14 @@ def main():
     if paths is None or model_dir is None:
         return 0
 
-    import tensorflow as tf
+    on_tensorflow = os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow"
+    if on_tensorflow:
+        import tensorflow as tf
 
-    if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    common.quiet_tf_python_logs()
+        if args.threads:
+            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        common.quiet_tf_python_logs()
     from encode_throughput import FlopModel
 
     from sbert_keras import SentenceEncoder
@@ -335,7 +340,8 @@ def main():
     timing = window_timing([tuple(b) for b in clock.bounds], args.warmup_steps)
     ours_rss = common.peak_rss_mb()
     m = args.batch_size * int(statistics.median(w for pair in widths for w in pair))
-    peaks = matmul_peaks(m, backbone.hidden_dim, backbone.intermediate_dim)
+    # The bare matmul is TensorFlow's; on JAX and PyTorch only steps/s are compared.
+    peaks = matmul_peaks(m, backbone.hidden_dim, backbone.intermediate_dim) if on_tensorflow else {}
     forward = step_forward_flops(flops.sequence, widths, args.batch_size)
     config = dict(
         benchmark=NAME,
@@ -356,6 +362,7 @@ def main():
         config,
         kind="ours",
         side="sbert_keras",
+        backend=os.environ.get("KERAS_BACKEND", "tensorflow"),
         path=args.path,
         precision=precision,
         threads=args.threads,

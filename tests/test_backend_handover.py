@@ -20,6 +20,8 @@ from backend_handover import TEXTS
 from conftest import ROOT
 from sbert_keras import SentenceEncoder
 
+pytestmark = pytest.mark.backends  # subprocesses of other backends: run apart (`make test`)
+
 pytest.importorskip("jax")
 
 TOLERANCE = 1e-5

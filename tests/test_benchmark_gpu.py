@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu  # noqa: E402
 import gpu_data  # noqa: E402
 
+pytestmark = pytest.mark.backends  # subprocesses of other backends: run apart (`make test`)
+
 STS_TRAIN = SHARED / "data" / "stsbenchmark" / "sts-train.csv"
 RATES = {"train": ("steps_per_s", "samples_per_s"), "forward_ids": ("texts_per_s",), "encode": ("texts_per_s",)}
 

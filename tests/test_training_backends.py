@@ -17,6 +17,8 @@ import pytest
 from harness import finish_on_backend
 from harness import start_on_backend
 
+pytestmark = pytest.mark.backends  # subprocesses of other backends: run apart (`make test`)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "backend_objectives.py"
 TORCH_OBJECTIVES = ("regression", "regression_adamw", "triplet", "classification", "in_batch", "cached_in_batch")
@@ -28,11 +30,9 @@ def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("backends")
     # TensorFlow first: it saves the starting weights the others load.
     results = {"tensorflow": finish_on_backend("tensorflow", *start_on_backend(SCRIPT, "tensorflow", folder))}
-    started = {
-        "jax": start_on_backend(SCRIPT, "jax", folder, "--mixed-bfloat16"),
-        "torch": start_on_backend(SCRIPT, "torch", folder, *TORCH_OBJECTIVES),
-    }
-    results.update({backend: finish_on_backend(backend, *run) for backend, run in started.items()})
+    # One process at a time: each holds a framework and its compiled steps (memory, on a 2-core CI machine).
+    for backend, args in (("jax", ("--mixed-bfloat16",)), ("torch", TORCH_OBJECTIVES)):
+        results[backend] = finish_on_backend(backend, *start_on_backend(SCRIPT, backend, folder, *args))
     return results
 
 

@@ -21,6 +21,8 @@ from harness import start_on_backend
 from sbert_keras.cli.parser import select_backend
 from sbert_keras.utils import backends
 
+pytestmark = pytest.mark.backends  # subprocesses of other backends: run apart (`make test`)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "backend_training.py"
 OBJECTIVES = (
@@ -44,8 +46,8 @@ def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("training_run")
     tensorflow = start_on_backend(SCRIPT, "tensorflow", folder, "regression")  # first: it saves the weights
     results = {"tensorflow": finish_on_backend("tensorflow", *tensorflow)}
-    started = {backend: start_on_backend(SCRIPT, backend, folder) for backend in ("jax", "torch")}
-    results.update({backend: finish_on_backend(backend, *run) for backend, run in started.items()})
+    for backend in ("jax", "torch"):  # one process at a time: each holds a framework (memory)
+        results[backend] = finish_on_backend(backend, *start_on_backend(SCRIPT, backend, folder))
     return results
 
 

@@ -6,19 +6,14 @@ batch), raw 0-5 STS scores train a cosine towards values it cannot reach,
 and an unbatched dataset or labels of the wrong length fail deep inside the
 graph. `CheckedTraining`, a mixin of every `siamese.SiameseModel`, adds:
 
-- `fit` checks its arrays before Keras sees them (`check_fit_inputs`): one
-  row count for every text column, the labels and the sample weights, a
-  batched `tf.data.Dataset`, and labels inside the model's `label_range()`
-  (the first bad item named);
-- each train step applies its gradients only when the loss is finite, the
-  gradients are finite (left to `LossScaleOptimizer` under mixed precision,
-  which skips such steps and lowers its scale) and the batch's labels are in
-  range; otherwise the weights and the optimizer state stay as they were
-  and `fit` raises `NonFiniteLossError` or `LabelRangeError` naming the epoch
-  and the batch. The check costs one `isfinite` reduction per gradient.
+- `fit` checks its arrays before Keras sees them (`check_fit_inputs`): one row count for every text column,
+  the labels and weights, a batched `tf.data.Dataset`, labels inside `label_range()` (the first bad one named);
+- each train step applies its gradients only when the loss is finite, the gradients are finite (left to
+  `LossScaleOptimizer` under mixed precision, which skips such steps and lowers its scale) and the labels are
+  in range; otherwise the weights and optimizer state stay as they were and `fit` raises `NonFiniteLossError`
+  or `LabelRangeError` naming the epoch and batch. The check costs one `isfinite` reduction per gradient.
 
-A skipped step also logs a NaN loss, so with `steps_per_execution > 1` a bad
-step inside a group is still caught (the group's batches are named).
+A skipped step also logs a NaN loss: with `steps_per_execution > 1` a bad step is still caught.
 
 Example:
 ```python
@@ -42,6 +37,7 @@ from sbert_keras.training.fit_inputs import array_batches
 from sbert_keras.training.fit_inputs import check_batched
 from sbert_keras.training.fit_inputs import check_label_array
 from sbert_keras.training.fit_inputs import check_text_columns
+from sbert_keras.training.fit_inputs import on_host
 from sbert_keras.training.fit_inputs import rows
 from sbert_keras.training.train_steps import BAD_LABELS
 from sbert_keras.training.train_steps import NON_FINITE_GRADIENTS
@@ -278,13 +274,12 @@ class CheckedTraining:
         elif x is not None and (host is not None or not self._on_keras_adapters()):
             # KerasHub batches arrays in their order (and Keras warns): shuffle them as Keras would.
             split = kwargs.pop("validation_split", None) if validation_data is None else None
-            shuffle = kwargs.pop("shuffle", True)
-            x, split_data = array_batches(x, y, sample_weight, batch_size, shuffle, split, preprocessor=host)
+            x, split_data = array_batches(x, y, sample_weight, batch_size, kwargs.pop("shuffle", True), split, host)
             y = sample_weight = batch_size = None
             validation_data = split_data if split_data is not None else validation_data
             kwargs["shuffle"] = False
-        if host is not None and validation_data is not None and not isinstance(validation_data, keras.utils.PyDataset):
-            validation_data = host(*keras.utils.unpack_x_y_sample_weight(validation_data))
+        if host is not None and validation_data is not None:
+            validation_data = on_host(host, *keras.utils.unpack_x_y_sample_weight(validation_data))
         self._fit_position = FitPosition()
         callbacks = kwargs.pop("callbacks", None)
         if isinstance(callbacks, keras.callbacks.CallbackList):
@@ -303,25 +298,18 @@ class CheckedTraining:
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
         """Keras' `evaluate`; on JAX and PyTorch texts are tokenised on the host, then Keras' own adapters run."""
-        host = self._host_preprocessor()
-        if host is not None and x is not None and not isinstance(x, keras.utils.PyDataset):
-            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(host(x, y, kwargs.pop("sample_weight", None)))
-            kwargs["sample_weight"] = sample_weight
+        x, y, kwargs["sample_weight"] = on_host(self._host_preprocessor(), x, y, kwargs.get("sample_weight"))
         return self._keras_method("evaluate")(x, y, batch_size, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
         """Keras' `predict`; on JAX and PyTorch texts are tokenised on the host, then Keras' own adapters run."""
-        host = self._host_preprocessor()
-        if host is not None and not isinstance(x, keras.utils.PyDataset):
-            x = keras.utils.unpack_x_y_sample_weight(host(x, None, None))[0]  # a pair alone would read as (x, y)
-        return self._keras_method("predict")(x, batch_size, **kwargs)
+        return self._keras_method("predict")(on_host(self._host_preprocessor(), x)[0], batch_size, **kwargs)
 
     def _on_keras_adapters(self):
         """Whether `fit`, `evaluate` and `predict` take Keras' own data adapters: always off TensorFlow."""
         return not backends.uses_tensorflow()
 
-    def _host_preprocessor(self):
-        """Off TensorFlow, the preprocessor run on the host before Keras' adapters (None on TensorFlow)."""
+    def _host_preprocessor(self):  # off TensorFlow, run on the host before Keras' adapters
         return None if backends.uses_tensorflow() else getattr(self, "preprocessor", None)
 
     def _keras_method(self, name):

@@ -227,3 +227,20 @@ def _columns(x):
 def _as_array(value):
     """A column as NumPy (a list of texts as a string array), a tensor as it is."""
     return value if backends.is_tf_tensor(value, ragged=True) else np.asarray(value)
+
+
+def on_host(preprocessor, x, y=None, sample_weight=None):
+    """`(x, y, sample_weight)` through `preprocessor` on the host (JAX, PyTorch); as they are without one.
+
+    A `keras.utils.PyDataset` or None is passed through. The three are passed
+    apart: a pair of text columns alone would read as `(x, y)`.
+
+    Args:
+        preprocessor: a model's preprocessor, or None (on TensorFlow).
+        x: texts (columns), token ids, a `PyDataset` or None.
+        y: labels or None.
+        sample_weight: weights or None.
+    """
+    if preprocessor is None or x is None or isinstance(x, keras.utils.PyDataset):
+        return x, y, sample_weight
+    return keras.utils.unpack_x_y_sample_weight(preprocessor(x, y, sample_weight))
