@@ -30,7 +30,7 @@ $(VENV)/.core: $(VENV)/bin/python requirements.txt pyproject.toml
 # Test tools, notebook runner, linter, and the optional engines (Beam, faiss) so that CI tests them.
 $(VENV)/.dev: $(VENV)/.core requirements-dev.txt requirements-extras.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
-	$(PY) -m pip install -q -r requirements-extras.txt
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements-extras.txt
 	touch $@
 
 install: $(VENV)/.core
