@@ -5,22 +5,11 @@ tokenisers of `wordpiece`, `bpe_tokenizer` and `sentencepiece_tokenizer`
 reproduce it in TensorFlow ops, so that `tf.data` pipelines and SavedModels
 tokenise inside the graph. On Keras' JAX and PyTorch backends there is no
 TensorFlow graph (and maybe no TensorFlow): texts are tokenised on the host
-by a `tokenizers.Tokenizer` instead, built here from the Keras tokenizer's
-own state (vocabulary, merges, normaliser options, SentencePiece model,
-added tokens), so a `.keras` file, which holds no `tokenizer.json`, works
-too. The pipeline is the one Hugging Face's converters write into
-`tokenizer.json` for each family:
-
-- WordPiece (BERT, DistilBERT, MPNet): `BertNormalizer` (the tokenizer's
-  `lowercase`, `strip_accents`, `clean_text`, `handle_chinese_chars`),
-  `BertPreTokenizer`, `WordPiece` (unknown token, `##`,
-  `max_input_chars_per_word`);
-- byte-level BPE (RoBERTa): `ByteLevel(add_prefix_space)` and `BPE` with the
-  vocabulary and merges (no unknown token: unknown bytes are dropped);
-- XLM-R's Unigram: the SentencePiece model's precompiled character map
-  (`Precompiled`), `WhitespaceSplit` then `Metaspace`, and a `Unigram` model
-  with fairseq's ids (`<s> <pad> </s> <unk>`, the pieces, `<mask>`), as
-  transformers' `XLMRobertaConverter` builds it.
+by a `tokenizers.Tokenizer` instead, built from the Keras tokenizer's own
+state (vocabulary, merges, normaliser options, SentencePiece model, added
+tokens) as `model.tokenizer_pipeline` describes it, so a `.keras` file,
+which holds no `tokenizer.json`, works too: the pipeline Hugging Face's
+converters write into `tokenizer.json` for each family.
 
 KerasHub's own `BertTokenizer` and `RobertaTokenizer` get the same pipeline:
 what sentence-transformers would run, which their in-graph tokenisation
@@ -40,74 +29,13 @@ host.encode("The weather is nice today.", add_special_tokens=False).ids
 ```
 """
 
-import keras_hub
+import json
+
 import numpy as np
 import tokenizers
-from tokenizers import models
-from tokenizers import normalizers
-from tokenizers import pre_tokenizers
 
-from sbert_keras.model.sentencepiece_proto import FAIRSEQ_PREFIX
-from sbert_keras.model.sentencepiece_proto import UNIGRAM
-from sbert_keras.model.sentencepiece_proto import parse_model
+from sbert_keras.model.tokenizer_pipeline import tokenizer_json
 from sbert_keras.utils import backends
-from sbert_keras.utils import defaults
-
-
-def _wordpiece(tokenizer):
-    if not tokenizer.split or tokenizer.special_tokens_in_strings:
-        raise ValueError(
-            f"host_tokenizer: {type(tokenizer).__name__} with split={tokenizer.split} and "
-            f"special_tokens_in_strings={tokenizer.special_tokens_in_strings} has no `tokenizers` equivalent; "
-            "use split=True and special_tokens_in_strings=False."
-        )
-    vocab = {token: i for i, token in enumerate(tokenizer.vocabulary)}
-    longest = getattr(tokenizer, "max_input_chars_per_word", defaults.MAX_INPUT_CHARS_PER_WORD)
-    host = tokenizers.Tokenizer(
-        models.WordPiece(
-            vocab,
-            unk_token=tokenizer.oov_token,
-            continuing_subword_prefix=tokenizer.suffix_indicator,
-            max_input_chars_per_word=int(longest),
-        )
-    )
-    host.normalizer = normalizers.BertNormalizer(
-        clean_text=bool(getattr(tokenizer, "clean_text", True)),
-        handle_chinese_chars=bool(getattr(tokenizer, "handle_chinese_chars", True)),
-        strip_accents=bool(tokenizer.strip_accents),
-        lowercase=bool(tokenizer.lowercase),
-    )
-    host.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    return host
-
-
-def _byte_level_bpe(tokenizer):
-    merges = [str(m) for m in tokenizer.merges if not str(m).lstrip().startswith("#version:")]
-    host = tokenizers.Tokenizer(
-        models.BPE(dict(tokenizer.vocabulary), [tuple(m.split(" ")) for m in merges], fuse_unk=False)
-    )
-    host.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=bool(tokenizer.add_prefix_space), use_regex=True)
-    return host
-
-
-def _unigram(tokenizer):
-    model = parse_model(tokenizer.proto)
-    if model["model_type"] != UNIGRAM or model["byte_fallback"]:
-        raise ValueError(
-            f"host_tokenizer: {type(tokenizer).__name__}'s SentencePiece model is not a Unigram model without "
-            "byte fallback (XLM-R's), the only kind supported."
-        )
-    vocab = [(token, 0.0) for token in FAIRSEQ_PREFIX]
-    vocab += [(piece, score) for piece, score, _ in model["pieces"][3:]]
-    vocab.append(("<mask>", 0.0))
-    host = tokenizers.Tokenizer(models.Unigram(vocab, unk_id=FAIRSEQ_PREFIX.index("<unk>"), byte_fallback=False))
-    if model["precompiled_charsmap"]:
-        host.normalizer = normalizers.Precompiled(model["precompiled_charsmap"])
-    scheme = "always" if model["add_dummy_prefix"] else "never"
-    host.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)]
-    )
-    return host
 
 
 def host_tokenizer(tokenizer, added_tokens=()):
@@ -128,6 +56,7 @@ def host_tokenizer(tokenizer, added_tokens=()):
 
     Raises:
         TypeError: a tokenizer of another kind.
+        ValueError: a tokenizer in a mode `tokenizers` has no equivalent of.
 
     Example:
     ```python
@@ -135,17 +64,10 @@ def host_tokenizer(tokenizer, added_tokens=()):
     host.encode("The weather is nice today.", add_special_tokens=False).ids
     ```
     """
-    if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
-        host = _wordpiece(tokenizer)
-    elif isinstance(tokenizer, keras_hub.models.RobertaTokenizer):
-        host = _byte_level_bpe(tokenizer)
-    elif isinstance(tokenizer, keras_hub.models.XLMRobertaTokenizer):
-        host = _unigram(tokenizer)
-    else:
-        raise TypeError(
-            f"host_tokenizer: no `tokenizers` pipeline for a {type(tokenizer).__name__}; supported: WordPiece "
-            "(BERT, DistilBERT, MPNet), byte-level BPE (RoBERTa) and XLM-R's SentencePiece tokenizers."
-        )
+    # The family's own special tokens and post-processor stay out: the preprocessor adds the start and end tokens,
+    # and only the preprocessor's added tokens are split out of texts, as in the graph.
+    spec = dict(tokenizer_json(tokenizer), added_tokens=[], post_processor=None)
+    host = tokenizers.Tokenizer.from_str(json.dumps(spec))
     host.no_truncation()
     host.no_padding()
     tokens = [
