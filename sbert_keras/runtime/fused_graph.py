@@ -23,8 +23,7 @@ layers, gated or windowed attention, activations it does not know).
 The fused and cast weights live in `FusedWeights`: TensorFlow variables,
 computed once and refreshed exactly when the source variables are written
 (`runtime.weight_writes` counts every write made through the variables'
-methods, with hooks on the encoder's own variables; a sampled fingerprint
-also catches most writes that bypass them), so a single query
+methods; a sampled fingerprint also catches most other writes), so a single query
 pays no cast. Every matmul goes through one dispatch point, `dense(x, weights,
 activation, policy)`, where int8 weights plug in as `build_forward`'s
 `int8.MatmulPolicy` says.
