@@ -120,6 +120,7 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, k
         # Caches kept out of Keras' attribute tracking: the precision copies'
         # variables must not become this model's weights.
         self._inference_cache = types.SimpleNamespace(functions={}, copies={})
+        self._count_weight_writes()
 
     def compile_from_config(self, config):
         restore_compile(self, config)

@@ -3,11 +3,12 @@
 `EncodingMixin` is the part of `SentenceEncoder` that hands inference to
 its `sbert_keras.runtime.engine.InferenceEngine`. Its bases: `EngineMixin`
 creates that engine on first use and keeps it in step with the weights
-(`load_weights`, `quantize`); `RawTextMixin` sends text given to `predict`
-or `encoder(...)` to `encode`; `SimilarityMixin` scores embeddings as
-sentence-transformers' `model.similarity` does. `encode` also takes
-sentence-transformers' keyword names (`resolve_aliases`), so code written
-for it runs unchanged.
+(`load_weights`, `quantize`; the writes of the backbone's variables are
+counted from the moment the encoder is built, `runtime.weight_writes`);
+`RawTextMixin` sends text given to `predict` or `encoder(...)` to `encode`;
+`SimilarityMixin` scores embeddings as sentence-transformers'
+`model.similarity` does. `encode` also takes sentence-transformers' keyword
+names (`resolve_aliases`), so code written for it runs unchanged.
 The model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
 
 `encode` reads top to bottom: the texts are checked and the prompt
@@ -28,6 +29,7 @@ from sbert_keras.retrieval.scores import as_matrix
 from sbert_keras.retrieval.scores import normalize as normalize_rows
 from sbert_keras.retrieval.scores import similarity_matrix
 from sbert_keras.runtime import batching
+from sbert_keras.runtime import weight_writes
 from sbert_keras.runtime.engine import InferenceEngine
 from sbert_keras.runtime.host_engine import HostEngine
 from sbert_keras.utils import backends
@@ -139,6 +141,15 @@ class EngineMixin:
             cache.engine = InferenceEngine(self) if backends.uses_tensorflow() else HostEngine(self)
         return cache.engine
 
+    def _count_weight_writes(self):
+        """Hooks the writes of the backbone's own variables (`runtime.weight_writes`; TensorFlow only).
+
+        Called when the encoder is built, so a training graph traced later
+        counts its steps, and after `quantize` (new variables).
+        """
+        if backends.uses_tensorflow():
+            weight_writes.install(self.backbone.weights)
+
     def project(self, pooled):
         """Applies the `projections` (float32 `Dense` layers) to pooled vectors.
 
@@ -197,6 +208,7 @@ class EngineMixin:
 
         super().quantize(mode, config=config, filters=filters, **kwargs)
         self._inference_cache.engine = None
+        self._count_weight_writes()
 
 
 class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):

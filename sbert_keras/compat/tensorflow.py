@@ -15,6 +15,13 @@ warning that the user did not cause. The switch TensorFlow keeps for this
 (`_omit_frequent_tracing_warning`, what Keras 2 set on its train functions)
 is private.
 
+`unmirrored_variable` creates the write counter of `runtime.weight_writes`
+as one plain variable even inside a distribution strategy's scope: a plain
+variable may be updated from any replica, where a mirrored one without an
+aggregation may not. `tf.Variable` hands creation to the strategy; calling
+TensorFlow's `ResourceVariable` class directly (`resource_variable_ops`,
+private) does not.
+
 Example:
 ```python
 if op_registered("_MklLayerNorm"):
@@ -25,6 +32,8 @@ if op_registered("_MklLayerNorm"):
 TensorFlow is optional (`utils.backends`): the private modules are imported
 by the functions that read them, which only the TensorFlow paths call.
 """
+
+from sbert_keras.utils.backends import tensorflow as tf
 
 CHECKED_TENSORFLOW_VERSION = "2.21.0"
 
@@ -64,3 +73,19 @@ def traced_once(function):
     """
     function._omit_frequent_tracing_warning = True
     return function
+
+
+def unmirrored_variable(initial_value, dtype):
+    """A non-trainable `tf.Variable` created eagerly that no distribution strategy mirrors.
+
+    TensorFlow 2.21.0 `resource_variable_ops.ResourceVariable`, called
+    directly: `tf.Variable` would ask the strategy in scope to create it.
+
+    Args:
+        initial_value: its value.
+        dtype: its dtype (for example `"int64"`).
+    """
+    from tensorflow.python.ops import resource_variable_ops
+
+    with tf.init_scope():
+        return resource_variable_ops.ResourceVariable(initial_value, dtype=dtype, trainable=False)

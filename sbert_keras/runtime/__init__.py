@@ -22,6 +22,7 @@ importing only those below it:
 - `kernels/`: hand-built ops (oneDNN LayerNorm, oneDNN int8 matmuls and
   their `MatmulPolicy`, int8 quantization of weights);
 - `cold_start`: the first call's status line and the on-disk caches;
-- `weight_writes`: when derived weights are stale;
+- `weight_writes`: when derived weights are stale (write hooks on the
+  encoder's own variables);
 - `export`: the SavedModel for TF Serving (fused or Keras graph, int8 guard).
 """

@@ -22,8 +22,8 @@ layers, gated or windowed attention, activations it does not know).
 
 The fused and cast weights live in `FusedWeights`: TensorFlow variables,
 computed once and refreshed exactly when the source variables are written
-(`runtime.weight_writes` counts every write made through Keras; a sampled
-fingerprint also catches most writes that bypass Keras), so a single query
+(`runtime.weight_writes` counts every write made through the variables'
+methods; a sampled fingerprint also catches most other writes), so a single query
 pays no cast. Every matmul goes through one dispatch point, `dense(x, weights,
 activation, policy)`, where int8 weights plug in as `build_forward`'s
 `int8.MatmulPolicy` says.
@@ -292,15 +292,15 @@ class FusedWeights:
         return tf.nest.pack_sequence_as(self._structure, self.module.flat)
 
     def written(self):
-        """Whether the source weights were written through Keras since the last refresh (exact, no graph call)."""
+        """Whether the source weights were written since the last refresh (exact for their methods, no graph call)."""
         return self.watch.written()
 
     def sync(self, force=False):
         """Re-computes the variables if the source weights changed; True if it did.
 
-        Exact for writes made through Keras (`written`); a fingerprint of
-        sampled elements of every source variable, compared with the one of
-        the last refresh, also catches most writes that bypass Keras.
+        Exact for writes made through the variables' methods (`written`); a
+        fingerprint of sampled elements of every source variable, compared
+        with the one of the last refresh, also catches most other writes.
         """
         state = self.watch.state()
         current = self._fingerprint()

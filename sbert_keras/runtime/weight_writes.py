@@ -1,147 +1,200 @@
-"""Exact knowledge of whether Keras variables may have been written.
+"""Exact knowledge of whether an encoder's weights may have been written.
 
 Why this exists: the inference engine keeps derived copies of the encoder's
 weights (fused, cast, quantized, converted to TFLite) and must know exactly
 when they are stale. Keras variables have no version and no write hook, and
 comparing every weight on every call costs more than a single query (a full
 read of all-MiniLM-L6-v2's 91 MB). A sampled fingerprint is cheap but misses
-partial updates (a few embedding rows, one column). So every way Keras
-writes a variable is counted here:
+partial updates (a few embedding rows, one column). So every write made to
+the encoder's own variables is counted here, and nothing else is touched:
+no class of Keras or TensorFlow is changed, and a user's other models run
+exactly as they would without this package.
 
-- an eager `assign` / `assign_add` / `assign_sub` (also what `set_weights`,
-  `load_weights` and a restored backup run): a count on the variable;
-- an optimizer's `apply` or `build` (`fit`, `train_on_batch`, custom loops,
-  eagerly or traced into a `tf.function`): the optimizer is recorded with
-  the variables it trains, the first time its `apply` runs or is traced;
-  its own `iterations` variable then counts every step, compiled or not
-  (and when the optimizer is garbage-collected, its variables count one
-  eager write, so steps taken by an optimizer that is gone are not lost);
-  `finalize_variable_values` (averaged EMA weights) counts as eager writes;
-- a Keras `assign` traced into a graph outside an optimizer (a custom
-  `tf.function` that writes weights): the variable is marked, and a
-  `WriteWatch` over it reads a digest of all its values instead, since
-  that graph may run at any time.
+`install(variables)` puts instance-level write hooks on those variables only
+(TensorFlow backend): an instance attribute shadowing the write methods of
+each Keras variable (`KERAS_WRITES`) and of the TensorFlow variable under it
+(`variable.value`, `TENSORFLOW_WRITES`: Keras' TensorFlow optimizers write
+there directly, sparse gradients through `scatter_*`). Each hook runs the
+class's own method unchanged, then counts one write on the variables'
+`Ledger`:
 
-The hooks wrap `keras.Variable.assign` and three methods of
-`keras.optimizers.Optimizer`; each calls the original unchanged and only
-adds this bookkeeping (a Python counter, or nothing inside a graph).
-Writes that bypass Keras (to the backend variable under `variable.value`)
-are left to the sampled fingerprint of `sbert_keras.runtime.fused_graph.FusedWeights`.
+- called eagerly (`assign`, `set_weights`, `load_weights`, a restored
+  backup, an eager optimizer step, EMA's `finalize_variable_values`): a
+  Python counter;
+- called while a graph is traced (a compiled train step, `train_on_batch`,
+  a custom `tf.function`): an in-graph `assign_add(1)` on the ledger's
+  int64 counter variable, once per traced graph (a branch or loop body is
+  a graph of its own), so every step that graph runs is counted, whoever
+  traced it, and even after its optimizer is garbage-collected.
+
+`WriteWatch.state()` is then the Python counters plus, only for a ledger
+that a graph ever wrote, one scalar read of its counter. `SentenceEncoder`
+installs the hooks on its backbone when it is built, before any training
+graph that writes it can be traced; `WriteWatch` installs them on any
+variable it watches that has none.
+
+A copy of a hooked variable (`copy.deepcopy`, pickling) gets pass-through
+methods that count nothing: it never writes, nor counts on, the original.
+Writes that bypass every variable method (raw ops on the handle, a
+`tf.train.Checkpoint` restore) are left to the sampled fingerprint of
+`sbert_keras.runtime.fused_graph.FusedWeights`. Under JAX and PyTorch
+nothing is installed: the host engine derives no copies it keeps.
+
+Example:
+```python
+watch = WriteWatch(encoder.backbone.weights)
+encoder.backbone.token_embedding.embeddings.assign(table)
+watch.written()  # True
+```
 """
 
-import threading
 import weakref
 
 import keras
 
 from sbert_keras.compat import tensorflow as compat_tf
-from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 
-_EAGER_WRITES = "_sbert_keras_eager_writes"
-_GRAPH_WRITTEN = "_sbert_keras_graph_written"
+KERAS_WRITES = ("assign", "assign_add", "assign_sub")
+TENSORFLOW_WRITES = (
+    "assign",
+    "assign_add",
+    "assign_sub",
+    "scatter_add",
+    "scatter_sub",
+    "scatter_update",
+    "scatter_max",
+    "scatter_min",
+    "scatter_mul",
+    "scatter_div",
+    "batch_scatter_update",
+    "scatter_nd_add",
+    "scatter_nd_sub",
+    "scatter_nd_update",
+    "scatter_nd_max",
+    "scatter_nd_min",
+)
 
-_trained = weakref.WeakKeyDictionary()  # optimizer -> _Trained: the variables it updates
-_applying = threading.local()  # depth of optimizer `apply` calls on this thread
 
+class Ledger:
+    """The writes counted on a group of hooked variables: eager ones in Python, traced ones in a variable.
 
-def _note_write(variable):
-    """Counts one write of `variable` (see the module docstring)."""
-    if getattr(_applying, "depth", 0):
-        return  # counted by the optimizer's `iterations`
-    if tf.executing_eagerly():
-        setattr(variable, _EAGER_WRITES, getattr(variable, _EAGER_WRITES, 0) + 1)
-    else:
-        setattr(variable, _GRAPH_WRITTEN, True)
-
-
-class _Trained:
-    """The variables an optimizer updates: their ids, and weak references for `_retire`."""
+    Example:
+    ```python
+    ledger = Ledger()
+    ledger.count()  # eagerly: one Python count
+    ledger.state()  # (1, 0)
+    ```
+    """
 
     def __init__(self):
-        self.ids = frozenset()
-        self.refs = []
+        self.eager = 0
+        self.traced = False  # whether any graph ever counted here (the counter is read only then)
+        self._graphs = weakref.WeakSet()  # the traced graphs that already count a write
+        self.counter = compat_tf.unmirrored_variable(0, "int64")
+
+    def count(self):
+        """Counts one write: eagerly, at once; while tracing, when the graph runs (once per graph)."""
+        if tf.executing_eagerly():
+            self.eager += 1
+            return
+        graph = tf.compat.v1.get_default_graph()
+        if graph not in self._graphs:  # every stateful op of a traced graph runs when the graph does
+            self._graphs.add(graph)
+            self.traced = True
+            self.counter.assign_add(1)
+
+    def state(self):
+        """`(eager writes, writes by graphs that ran)`: changes whenever a hooked variable is written."""
+        return self.eager, int(self.counter.numpy()) if self.traced else 0
 
 
-def _retire(refs):
-    """An optimizer is gone, and its `iterations` with it: its steps count as eager writes of its variables."""
-    for ref in refs:
-        variable = ref()
-        if variable is not None:
-            setattr(variable, _EAGER_WRITES, getattr(variable, _EAGER_WRITES, 0) + 1)
+class WriteHook:
+    """One write method of one variable: the class's method, then one count on `ledger` (None: no count).
 
+    Set as an instance attribute of `owner` (named `name`), so only this
+    object is changed. A copy of `owner` gets a hook that counts nothing.
 
-def _record(optimizer, variables):
-    """Remembers that `optimizer` updates `variables` (until it is garbage-collected, then `_retire`)."""
-    if variables is None:
-        return
-    trained = _trained.get(optimizer)
-    if trained is None:
-        trained = _trained[optimizer] = _Trained()
-        weakref.finalize(optimizer, _retire, trained.refs)
-    new = [v for v in variables if id(v) not in trained.ids]
-    if new:
-        trained.ids = trained.ids | {id(v) for v in new}
-        trained.refs.extend(weakref.ref(v) for v in new)
+    Args:
+        owner: a Keras or TensorFlow variable.
+        name: str. The method, for example `"assign"`.
+        ledger: a `Ledger`, or None.
+    """
 
+    __slots__ = ("owner", "name", "ledger")
 
-def _install():
-    """Wraps the Keras methods once per process."""
-    variable_class = keras.Variable
-    optimizer_class = keras.optimizers.Optimizer
-    if getattr(variable_class.assign, "_sbert_keras_hook", False):
-        return
-    assign, build, apply, finalize = (
-        variable_class.assign,
-        optimizer_class.build,
-        optimizer_class.apply,
-        optimizer_class.finalize_variable_values,
-    )
+    def __init__(self, owner, name, ledger):
+        self.owner, self.name, self.ledger = owner, name, ledger
 
-    def hooked_assign(self, value):
-        result = assign(self, value)
-        _note_write(self)
+    def __call__(self, *args, **kwargs):
+        result = getattr(type(self.owner), self.name)(self.owner, *args, **kwargs)
+        if self.ledger is not None:
+            self.ledger.count()
         return result
 
-    def hooked_build(self, variables):
-        _record(self, variables)
-        return build(self, variables)
+    def __reduce__(self):  # deepcopy and pickle: bound to the copy of `owner`, counting on no ledger
+        return WriteHook, (self.owner, self.name, None)
 
-    def hooked_apply(self, grads, trainable_variables=None):
-        _record(self, trainable_variables)
-        _applying.depth = getattr(_applying, "depth", 0) + 1
-        try:
-            return apply(self, grads, trainable_variables)
-        finally:
-            _applying.depth -= 1
-
-    def hooked_finalize(self, var_list):
-        result = finalize(self, var_list)
-        if getattr(self, "use_ema", False):
-            for variable in var_list:
-                _note_write(variable)
-        return result
-
-    hooked_assign._sbert_keras_hook = True
-    variable_class.assign = hooked_assign
-    optimizer_class.build = hooked_build
-    optimizer_class.apply = hooked_apply
-    optimizer_class.finalize_variable_values = hooked_finalize
+    def __repr__(self):
+        return f"<{type(self.owner).__name__}.{self.name}, write counted>"
 
 
-if backends.uses_tensorflow():  # the fast routes it serves are TensorFlow graphs
-    _install()
+def _targets(variable):
+    """`(object, method names)` to hook for `variable`: the Keras variable, its TensorFlow variable(s)."""
+    value = variable
+    if isinstance(variable, keras.Variable):
+        yield variable, KERAS_WRITES
+        value = variable.value
+    if isinstance(value, tf.Variable):
+        yield value, TENSORFLOW_WRITES
+        if isinstance(value, tf.distribute.DistributedValues):  # a strategy updates each replica's copy
+            for component in value.distribute_strategy.experimental_local_results(value):
+                yield component, TENSORFLOW_WRITES
+
+
+def ledger_of(variable):
+    """The `Ledger` that counts `variable`'s writes, or None if it has no live hook."""
+    hook = vars(variable).get("assign")
+    return hook.ledger if isinstance(hook, WriteHook) else None
+
+
+def install(variables):
+    """Hooks the writes of `variables` (Keras or TensorFlow variables); returns their distinct ledgers.
+
+    Idempotent: a hooked variable keeps its ledger (its TensorFlow variable,
+    if Keras replaced it, is hooked again); the others share one new ledger.
+    """
+    ledgers, new = {}, None
+    for variable in variables:
+        ledger = ledger_of(variable)
+        if ledger is None:
+            new = new or Ledger()
+            ledger = new
+        ledgers[id(ledger)] = ledger
+        for target, names in _targets(variable):
+            if ledger_of(target) is ledger:
+                continue
+            for name in names:
+                if hasattr(type(target), name):
+                    setattr(target, name, WriteHook(target, name, ledger))
+    return list(ledgers.values())
+
+
+def is_hooked(variable):
+    """Whether `variable` (or the TensorFlow variable under a Keras one) carries a write hook of this module."""
+    return any(isinstance(vars(target).get(name), WriteHook) for target, names in _targets(variable) for name in names)
 
 
 class WriteWatch:
     """Whether any of `variables` may have been written since the last `mark`.
 
-    Exact for every write made through Keras (see the module docstring):
-    `written()` is never False after such a write. It may be True after a
-    step that left the values unchanged; callers then refresh once more.
+    Exact for every write made through a variable's methods (see the
+    module docstring): `written()` is never False after such a write. It may
+    be True after a write that left the values unchanged, or after a write
+    to another variable of the same ledger; callers then refresh once more.
 
     Args:
-        variables: list of Keras variables.
+        variables: list of Keras variables (hooked here if they are not yet).
 
     Example:
     ```python
@@ -155,27 +208,12 @@ class WriteWatch:
 
     def __init__(self, variables):
         self.variables = list(variables)
-        self._ids = frozenset(id(v) for v in self.variables)
-        self._digest = None
+        self.ledgers = install(self.variables)
         self._last = self.state()
-
-    def _optimizers(self):
-        """The recorded optimizers that update any of the variables."""
-        return [opt for opt, trained in list(_trained.items()) if not trained.ids.isdisjoint(self._ids)]
 
     def state(self):
         """A value that changes whenever any of the variables is written."""
-        eager = sum(getattr(v, _EAGER_WRITES, 0) for v in self.variables)
-        steps = tuple((id(opt), int(opt.iterations.numpy())) for opt in self._optimizers())
-        graph = [v for v in self.variables if getattr(v, _GRAPH_WRITTEN, False)]
-        return eager, steps, self._digest_of(graph) if graph else None
-
-    def _digest_of(self, variables):
-        """A digest of every value of `variables` (for those written inside graphs of their own)."""
-        if self._digest is None or self._digest[0] != len(variables):
-            stack = tf.function(lambda: tf.stack([digest(v) for v in variables]))
-            self._digest = (len(variables), compat_tf.traced_once(stack))
-        return tuple(self._digest[1]().numpy().tolist())
+        return tuple(ledger.state() for ledger in self.ledgers)
 
     def mark(self, state=None):
         """Takes `state` (default: now) as the last refresh's."""
@@ -184,14 +222,3 @@ class WriteWatch:
     def written(self, state=None):
         """Whether the variables may have been written since `mark` (`state`: one just taken)."""
         return (self.state() if state is None else state) != self._last
-
-
-def digest(variable):
-    """An int64 hash of every element of `variable`'s bits, position-weighted (graph-safe)."""
-    flat = tf.reshape(variable.value, [-1])
-    if flat.dtype.is_floating:
-        bits = {2: tf.int16, 4: tf.int32, 8: tf.int64}[flat.dtype.size]
-        flat = tf.bitcast(flat, bits)
-    flat = tf.cast(flat, tf.int64)
-    weights = tf.range(1, tf.size(flat, out_type=tf.int64) + 1) * 2654435761
-    return tf.reduce_sum(flat * weights)
