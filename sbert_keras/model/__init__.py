@@ -11,6 +11,6 @@ generated `unicode_tables`, written by `unicode_derivation` from `tokenizers`;
 BPE; `sentencepiece_tokenizer`: XLM-R's SentencePiece at every space, with
 `sentencepiece_proto`, the reader of its model file; `host_tokenizer`: the same ids on the host, with
 Hugging Face's `tokenizers`, for JAX and PyTorch), plus the
-checks of a backbone's configuration (`backbone_config`) and the precision
+checks of a backbone's configuration (`backbone_config`) and the compute
 vocabulary (`precision`). Nothing here runs inference or reads checkpoints.
 """

@@ -29,7 +29,14 @@ def as_matrix(x, name):
     """`x` as a finite float32 `(n, dim)` array; a 1-D vector becomes one row.
 
     An empty sequence is `(0, 0)`; a NaN or inf raises naming the row.
+    int8 and uint8 arrays are quantized embeddings (`encode(precision=...)`),
+    whose buckets or packed bits are no float vectors: they are refused.
     """
+    if getattr(x, "dtype", None) in (np.int8, np.uint8):
+        raise ValueError(
+            f"`{name}` holds {np.dtype(x.dtype).name} (quantized) embeddings; float32 scores need float embeddings "
+            "(encode with precision='float32'; search quantized ones with an index built for them)."
+        )
     try:
         x = np.asarray(x, dtype=np.float32)
     except (TypeError, ValueError) as error:
