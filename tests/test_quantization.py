@@ -108,6 +108,12 @@ def test_scores_refuse_quantized_embeddings():
         sbert_keras.semantic_search(quantize_embeddings(floats(), "int8")[:2], floats())
 
 
+def test_the_index_refuses_quantized_embeddings():
+    pytest.importorskip("faiss")
+    with pytest.raises(ValueError, match=r"`embeddings` holds uint8 \(quantized\) embeddings"):
+        sbert_keras.EmbeddingIndex.build(quantize_embeddings(floats(), "ubinary"), kind="flat")
+
+
 @pytest.fixture(scope="module")
 def encoder():
     return tiny_encoder(normalize=True)

@@ -84,6 +84,25 @@ def check_precision(precision, compute_hint=False):
     raise ValueError(f"`precision` must be one of {accepted}. Received {precision!r}.")
 
 
+def refuse_quantized(x, name):
+    """Raises if `x` is an int8 or uint8 array: quantized codes, not float vectors to score or index.
+
+    Args:
+        x: array-like. What a float32 scorer or index was given.
+        name: str. The argument's name, for the message.
+
+    Example:
+    ```python
+    refuse_quantized(np.zeros((2, 8), "float32"), "embeddings")  # passes
+    ```
+    """
+    if getattr(x, "dtype", None) in (np.int8, np.uint8):
+        raise ValueError(
+            f"`{name}` holds {np.dtype(x.dtype).name} (quantized) embeddings; float32 scores need float embeddings "
+            "(encode with precision='float32'; search quantized ones with an index built for them)."
+        )
+
+
 def _as_float_array(embeddings, name):
     """`embeddings` as a float NumPy array (1-D or 2-D); integer (already quantized) input is refused."""
     if hasattr(embeddings, "numpy") and not isinstance(embeddings, np.ndarray):

@@ -18,6 +18,7 @@ sim = similarity_matrix(np.eye(3, dtype="float32"))
 import numpy as np
 from tqdm.auto import tqdm
 
+from sbert_keras.retrieval.quantization import refuse_quantized
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_finite
 from sbert_keras.utils.defaults import NORM_EPSILON as EPSILON  # noqa: F401 (public here too)
@@ -32,11 +33,7 @@ def as_matrix(x, name):
     int8 and uint8 arrays are quantized embeddings (`encode(precision=...)`),
     whose buckets or packed bits are no float vectors: they are refused.
     """
-    if getattr(x, "dtype", None) in (np.int8, np.uint8):
-        raise ValueError(
-            f"`{name}` holds {np.dtype(x.dtype).name} (quantized) embeddings; float32 scores need float embeddings "
-            "(encode with precision='float32'; search quantized ones with an index built for them)."
-        )
+    refuse_quantized(x, name)
     try:
         x = np.asarray(x, dtype=np.float32)
     except (TypeError, ValueError) as error:
