@@ -103,4 +103,6 @@ def output_precision(text):
 
 def removed_precision(text):
     """argparse `type` of `train --precision` and `export --precision`: refused, naming `--compute`."""
-    raise argparse.ArgumentTypeError(f"is now --compute (--compute {text}); --precision names output quantization")
+    raise argparse.ArgumentTypeError(
+        f"renamed --compute: use --compute {text} (--precision now names the output quantization of encode)"
+    )

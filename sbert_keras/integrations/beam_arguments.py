@@ -19,7 +19,7 @@ from sbert_keras.utils.defaults import INPUT_FORMATS
 
 def _removed_precision(text):
     """argparse `type` of the hidden `--precision`: refused, naming `--compute` (its new name)."""
-    raise argparse.ArgumentTypeError(f"is now --compute (--compute {text})")
+    raise argparse.ArgumentTypeError(f"renamed --compute: use --compute {text}")
 
 
 def add_arguments(parser):
