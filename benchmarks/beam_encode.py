@@ -19,7 +19,7 @@ its total time with load), the peak RSS of the driver, of each Beam worker
 (`VmHWM`, polled) and of the single process, and the max |diff| of the
 embeddings matched by id (target: float32 <= 1e-5).
 
-    .venv/bin/python benchmarks/beam_encode.py [--quick] [--workers 2] [--precision float32]
+    .venv/bin/python benchmarks/beam_encode.py [--quick] [--workers 2] [--compute float32]
 """
 
 import argparse
@@ -116,9 +116,9 @@ def run_single(texts_file, model_dir, out_npy, precision, batch_size):
     texts = Path(texts_file).read_text(encoding="utf-8").splitlines()
     with common.Timer() as total:
         encoder = SentenceEncoder.from_preset(model_dir)
-        encoder.encode(texts[:WARMUP_TEXTS], batch_size=batch_size, precision=precision, show_progress=False)
+        encoder.encode(texts[:WARMUP_TEXTS], batch_size=batch_size, compute=precision, show_progress=False)
         with common.Timer() as timed:
-            vectors = encoder.encode(texts, batch_size=batch_size, precision=precision, show_progress=False)
+            vectors = encoder.encode(texts, batch_size=batch_size, compute=precision, show_progress=False)
         np.save(out_npy, vectors)
     print(
         json.dumps(
@@ -136,7 +136,7 @@ def run_single(texts_file, model_dir, out_npy, precision, batch_size):
 def main():
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="--direct_num_workers of the Beam run")
-    parser.add_argument("--precision", default="float32", help="encode's precision in both runs")
+    parser.add_argument("--compute", default="float32", help="encode's precision in both runs")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass in both runs")
     parser.add_argument("--beam-batch-size", type=int, default=1024, help="texts per Beam batch")
     parser.add_argument(
@@ -149,7 +149,7 @@ def main():
     if model_dir is None:
         return 0
     if args.single:
-        run_single(args.single[0], str(model_dir), args.single[1], args.precision, args.batch_size)
+        run_single(args.single[0], str(model_dir), args.single[1], args.compute, args.batch_size)
         return 0
     paths = common.shared_files(NAME, SNLI)
     if paths is None:
@@ -164,7 +164,7 @@ def main():
         texts=len(texts),
         meets_100k=len(texts) >= FULL_MIN_TEXTS,
         workers=args.workers,
-        precision=args.precision,
+        precision=args.compute,
         batch_size=args.batch_size,
         beam_batch_size=args.beam_batch_size,
         worker_threads=args.worker_threads,
@@ -179,7 +179,7 @@ def main():
         Path(texts_file).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
         single_npy = os.path.join(tmp, "single.npy")
         command = [sys.executable, __file__, "--single", texts_file, single_npy]
-        command += ["--precision", args.precision, "--batch-size", str(args.batch_size)]
+        command += ["--compute", args.compute, "--batch-size", str(args.batch_size)]
         result = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
         single = json.loads(result.stdout.strip().splitlines()[-1])
         single_tps = len(texts) / single["encode_seconds"]
@@ -192,7 +192,7 @@ def main():
                 str(model_dir),
                 texts_file,
                 os.path.join(tmp, "beam-out"),
-                precision=args.precision,
+                compute=args.compute,
                 pipeline_args=pipeline_args,
                 batch_size=args.batch_size,
                 beam_batch_size=args.beam_batch_size,
@@ -220,7 +220,7 @@ def main():
             driver_peak_rss_mb=common.peak_rss_mb(),
             worker_peak_rss_mb=sorted(workers.values()),
             max_abs_diff=max_diff,
-            meets_float32_target=max_diff <= FLOAT32_TARGET if args.precision == "float32" else None,
+            meets_float32_target=max_diff <= FLOAT32_TARGET if args.compute == "float32" else None,
             ratio_to_single_encode=beam_tps / single_tps,
             ratio_to_single_total=beam_tps / (len(texts) / single["total_seconds"]),
         )

@@ -17,7 +17,7 @@ A last line gives the ratios to `plain` batch 64. Adam(2e-5), no warmup (the
 loss values are not the point here; `recipes.py --recipe d` measures
 quality).
 
-    .venv/bin/python benchmarks/cached_negatives.py [--quick] [--steps N] [--precision ...]
+    .venv/bin/python benchmarks/cached_negatives.py [--quick] [--steps N] [--compute ...]
 """
 
 import argparse
@@ -68,7 +68,7 @@ def run_child(args, model_dir, train_path):
     from sbert_keras import CachedContrastiveSiamese
     from sbert_keras import ContrastiveSiamese
     from sbert_keras import SentenceEncoder
-    from sbert_keras import set_precision
+    from sbert_keras import set_compute
     from sbert_keras.data import readers as data
 
     steps = args.steps
@@ -77,7 +77,7 @@ def run_child(args, model_dir, train_path):
     if len(pairs) < needed:
         common.emit(benchmark=NAME, kind=kind, skipped=f"{len(pairs)} entailment pairs < {needed} needed")
         return
-    policy = set_precision(args.precision)
+    policy = set_compute(args.compute)
     keras.utils.set_random_seed(args.seed)
     encoder = SentenceEncoder.from_preset(str(model_dir))
     if kind == "cached":
@@ -109,7 +109,7 @@ def run_child(args, model_dir, train_path):
 def run_config(args, kind, batch_size, mini_batch):
     """Runs one configuration in a subprocess; returns its JSON object."""
     command = [sys.executable, __file__, "--child", kind, str(batch_size), str(mini_batch)]
-    command += ["--steps", str(args.steps), "--precision", args.precision, "--seed", str(args.seed)]
+    command += ["--steps", str(args.steps), "--compute", args.compute, "--seed", str(args.seed)]
     command += ["--max-memory-gb", str(args.max_memory_gb)]
     command += ["--limit", str(args.limit)] if args.limit else []
     command += ["--quick"] if args.quick else []

@@ -308,14 +308,14 @@ def quiet_tf_python_logs():
 
 
 def add_training_args(parser, limit_help):
-    """`--precision`, `--seed`, `--limit` of the training benchmarks."""
+    """`--compute`, `--seed`, `--limit` of the training benchmarks."""
     from sbert_keras.utils import defaults
 
     parser.add_argument(
-        "--precision",
-        choices=defaults.POLICY_PRECISIONS,
+        "--compute",
+        choices=defaults.POLICY_COMPUTES,
         default="auto",
-        help="training precision (`set_precision`), set before the encoder is built; "
+        help="dtype the matmuls of training run in (`set_compute`), set before the encoder is built; "
         "bfloat16 / float16 run Keras' mixed policies (auto: bfloat16 on a CPU with "
         "AVX512-BF16/AMX, float16 on a GPU, else float32)",
     )

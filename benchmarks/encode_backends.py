@@ -3,7 +3,7 @@
 The 3,000 STS-B dev sentences, batch 32, `encode` after a warm-up pass,
 best of `--passes` timed passes. Each backend runs in its own process
 (Keras' backend is fixed per process): TensorFlow through its routes
-(`precision="float32"` and `"auto"`), JAX and PyTorch through the host
+(`compute="float32"` and `"auto"`), JAX and PyTorch through the host
 engine (`runtime.host_engine`: texts tokenised by `tokenizers`, the Keras
 graph). "min cos" is the lowest per-sentence cosine to TensorFlow's
 float32 vectors. `--python` runs the JAX/PyTorch processes with another
@@ -37,12 +37,12 @@ def measure(model, texts_file, precision, passes, out):
     texts = json.loads(Path(texts_file).read_text())
     encoder = sbert_keras.SentenceEncoder.from_preset(model)
     start = time.perf_counter()
-    encoder.encode(texts, batch_size=BATCH_SIZE, precision=precision, show_progress=False)
+    encoder.encode(texts, batch_size=BATCH_SIZE, compute=precision, show_progress=False)
     warm = time.perf_counter() - start
     times = []
     for _ in range(passes):
         start = time.perf_counter()
-        vectors = encoder.encode(texts, batch_size=BATCH_SIZE, precision=precision, show_progress=False)
+        vectors = encoder.encode(texts, batch_size=BATCH_SIZE, compute=precision, show_progress=False)
         times.append(time.perf_counter() - start)
     np.save(out, vectors)
     print(json.dumps({"first_pass_s": warm, "best_s": min(times), "tensorflow_imported": "tensorflow" in sys.modules}))

@@ -8,7 +8,7 @@ in its own process, one after the other in the same window:
                           int8, OpenVINO fp32 / bf16 hints / nncf static int8
                           (calibrated on 300 local STS-B train sentences);
   fastembed               fp32 and int8 on the ONNX files exported above;
-  sbert_keras             `encode(precision=P)` for float32, bfloat16 (CPUs with
+  sbert_keras             `encode(compute=P)` for float32, bfloat16 (CPUs with
                           AVX512-BF16), int8 and auto when the library accepts
                           them; `encoder.quantize("int8")` + `encode`; `predict`;
                           the exported SavedModel served in a fresh process.

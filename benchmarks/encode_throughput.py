@@ -1,9 +1,9 @@
 """Encode throughput of all-MiniLM-L6-v2 on the 3,000 STS-B dev sentences.
 
 Measures sentences/s of three paths of our library (batch 32):
-  (a) `encode(precision="float32")`: smart batching (length-sorted batches, each
+  (a) `encode(compute="float32")`: smart batching (length-sorted batches, each
       padded to its longest text);
-  (b) `encode(precision="bfloat16")`: the same with bf16 matmuls;
+  (b) `encode(compute="bfloat16")`: the same with bf16 matmuls;
   (c) `encoder.predict(np.array(texts), batch_size=32)`: the plain Keras path,
       every text padded to `sequence_length` (256) tokens.
 Each path is warmed up with 64 texts, then a full pass is timed. The peer
@@ -157,11 +157,9 @@ def main():
 
     results, embeddings = {}, {}
     for precision in ("float32", "bfloat16"):
-        encoder.encode(texts[:WARMUP_TEXTS], batch_size=BATCH_SIZE, show_progress=False, precision=precision)
+        encoder.encode(texts[:WARMUP_TEXTS], batch_size=BATCH_SIZE, show_progress=False, compute=precision)
         with common.Timer() as timer:
-            embeddings[precision] = encoder.encode(
-                texts, batch_size=BATCH_SIZE, show_progress=False, precision=precision
-            )
+            embeddings[precision] = encoder.encode(texts, batch_size=BATCH_SIZE, show_progress=False, compute=precision)
         results[precision] = report(
             f"encode_{precision}",
             timer.seconds,

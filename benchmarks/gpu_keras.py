@@ -5,7 +5,7 @@ float32` compares the encoder's float32 vectors on the accelerator with the
 same model's on the CPU (`keras.device("cpu:0")`), at JAX's default matmul
 precision and at `"highest"`; `bfloat16` and `float16` train the regression
 objective (`RegressionSiamese`: cosine of the pair against score / 5, MSE)
-under `set_precision` (Keras' `mixed_bfloat16` / `mixed_float16`; float16
+under `set_compute` (Keras' `mixed_bfloat16` / `mixed_float16`; float16
 with `keras.optimizers.LossScaleOptimizer`) with AdamW at 2e-5, at each
 batch size, each run from the same initial weights, then time `encode` on
 the texts and the forward pass on token ids. Peak memory is the device's
@@ -30,7 +30,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import sbert_keras  # noqa: E402
-from sbert_keras.model.precision import set_precision  # noqa: E402
+from sbert_keras.model.precision import set_compute  # noqa: E402
 from sbert_keras.training.siamese import RegressionSiamese  # noqa: E402
 from sbert_keras.utils.backends import TensorFlowRequired  # noqa: E402
 
@@ -66,7 +66,7 @@ def release():
 
 
 def load_encoder(model_dir, precision):
-    set_precision(precision)
+    set_compute(precision)
     keras.utils.set_random_seed(0)
     return sbert_keras.SentenceEncoder.from_preset(model_dir)
 
@@ -129,10 +129,10 @@ class StepClock(keras.callbacks.Callback):
 def train(args, arrays, batch_size, deadline):
     """`fit` on the steps' arrays in their order (`shuffle=False`): the batches are the torch half's."""
     peak_before, in_use_before = memory()
-    encoder = load_encoder(args.model, args.precision)
+    encoder = load_encoder(args.model, args.compute)
     model = RegressionSiamese(encoder)
     optimizer = keras.optimizers.AdamW(LEARNING_RATE, weight_decay=WEIGHT_DECAY, epsilon=EPSILON)
-    if args.precision == "float16":
+    if args.compute == "float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(optimizer=optimizer)
     names, steps = list(model.input), arrays.train_steps(batch_size)
@@ -160,13 +160,13 @@ def train(args, arrays, batch_size, deadline):
         "dtype_policy": encoder.backbone.dtype_policy.name,
         "optimizer": type(model.optimizer).__name__,
     }
-    if args.precision == "float16":
+    if args.compute == "float16":
         figures["loss_scale"] = float(keras.ops.convert_to_numpy(model.optimizer.dynamic_scale))
     return figures
 
 
 def forward_ids(args, arrays):
-    encoder = load_encoder(args.model, args.precision)
+    encoder = load_encoder(args.model, args.compute)
     names, batches = list(encoder.input), arrays.forward_batches()
 
     def run():
@@ -194,10 +194,10 @@ def encode(args, arrays, batch_size):
     encoder = load_encoder(args.model, "float32")
     texts = arrays.texts
     start = time.perf_counter()
-    encoder.encode(texts, batch_size=batch_size, precision=args.precision, show_progress=False)
+    encoder.encode(texts, batch_size=batch_size, compute=args.compute, show_progress=False)
     warmup = time.perf_counter() - start
     start = time.perf_counter()
-    vectors = encoder.encode(texts, batch_size=batch_size, precision=args.precision, show_progress=False)
+    vectors = encoder.encode(texts, batch_size=batch_size, compute=args.compute, show_progress=False)
     seconds = time.perf_counter() - start
     return {
         "texts": len(texts),
@@ -211,19 +211,19 @@ def encode(args, arrays, batch_size):
 
 def run_precision(args, arrays, sizes, guard):
     """The measurements of one precision, each guarded; the float32 process runs the check only."""
-    if args.precision == "float32":
+    if args.compute == "float32":
         gpu_data.guarded("float32_check", ENGINE, "float32", **guard)(functools.partial(float32_check, args, arrays))
         return
     for batch_size in sizes["batch_sizes"]:
-        gpu_data.guarded("train", ENGINE, args.precision, batch_size, **guard)(
+        gpu_data.guarded("train", ENGINE, args.compute, batch_size, **guard)(
             functools.partial(train, args, arrays, batch_size, args.deadline)
         )
         release()
-    gpu_data.guarded("encode", ENGINE, args.precision, **guard)(
+    gpu_data.guarded("encode", ENGINE, args.compute, **guard)(
         functools.partial(encode, args, arrays, sizes["encode_batch"])
     )
     release()
-    gpu_data.guarded("forward_ids", ENGINE, args.precision, **guard)(functools.partial(forward_ids, args, arrays))
+    gpu_data.guarded("forward_ids", ENGINE, args.compute, **guard)(functools.partial(forward_ids, args, arrays))
     release()
 
 
@@ -254,7 +254,7 @@ def main():
         sys.exit("JAX sees no GPU (its CUDA plugin did not load): the full sizes would run on the CPU")
     guard = {"deadline": args.deadline, "needs_s": 2.0 if args.sizes == "smoke" else 20.0}
     for precision in args.precisions.split(","):
-        args.precision = precision
+        args.compute = precision
         run_precision(args, arrays, sizes, guard)
 
 

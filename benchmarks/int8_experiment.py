@@ -274,7 +274,7 @@ def main():
     n = len(texts)
     half = n // 2
     labels = np.asarray(dev.labels[:half])
-    reference = encoder.encode(texts, batch_size=BATCH, show_progress=False, precision="float32")
+    reference = encoder.encode(texts, batch_size=BATCH, show_progress=False, compute="float32")
     blocks = layer_weights(encoder.backbone)
     watched = [
         {

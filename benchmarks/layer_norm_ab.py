@@ -13,7 +13,7 @@ Printed: texts/s of every pass and the best, single-query median/p90 (one
 sentence, what the composite branch serves), and the largest difference of
 the two encoders' vectors.
 
-    .venv/bin/python benchmarks/layer_norm_ab.py [--precision bfloat16] [--passes 5] [--quick]
+    .venv/bin/python benchmarks/layer_norm_ab.py [--compute bfloat16] [--passes 5] [--quick]
 """
 
 import sys
@@ -37,17 +37,17 @@ def build(model_dir, precision, fused_norm, warmup):
 
     encoder = SentenceEncoder.from_preset(str(model_dir))
     if fused_norm:
-        encoder.encode(warmup, precision=precision, show_progress=False)
+        encoder.encode(warmup, compute=precision, show_progress=False)
     else:
         with mock.patch.object(onednn, "layer_norm_available", lambda: False):
-            encoder.encode(warmup, precision=precision, show_progress=False)
-            encoder.encode([QUERY], precision=precision, show_progress=False)
+            encoder.encode(warmup, compute=precision, show_progress=False)
+            encoder.encode([QUERY], compute=precision, show_progress=False)
     return encoder
 
 
 def main():
     parser = common.base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--precision", default="bfloat16", help="float32 or bfloat16 (default)")
+    parser.add_argument("--compute", default="bfloat16", help="float32 or bfloat16 (default)")
     parser.add_argument("--passes", type=int, default=5, help="interleaved passes per variant")
     args = parser.parse_args()
     found = common.sts_dev_texts_and_model(NAME, lines=100 if args.quick else None)
@@ -58,28 +58,26 @@ def main():
 
     common.quiet_tf_python_logs()
     passes, queries = (1, 20) if args.quick else (args.passes, 300)
-    encoders = {
-        name: build(model_dir, args.precision, name == "onednn", texts[:64]) for name in ("composite", "onednn")
-    }
-    vectors = {name: e.encode(texts, precision=args.precision, show_progress=False) for name, e in encoders.items()}
+    encoders = {name: build(model_dir, args.compute, name == "onednn", texts[:64]) for name in ("composite", "onednn")}
+    vectors = {name: e.encode(texts, compute=args.compute, show_progress=False) for name, e in encoders.items()}
     rates = {name: [] for name in encoders}
     monitor = cpu_timing.CpuMonitor()
     for _ in range(passes):
         for name, encoder in encoders.items():
 
             def run(batch, encoder=encoder):
-                return encoder.encode(batch, precision=args.precision, show_progress=False)
+                return encoder.encode(batch, compute=args.compute, show_progress=False)
 
             _, timing = cpu_timing.timed_passes(run, texts, 1, monitor, warmup_texts=8)
             rates[name].append(round(timing["texts_per_second"], 1))
     for name, encoder in encoders.items():
         latency = cpu_timing.latency_ms(
-            lambda q, encoder=encoder: encoder.encode([q], precision=args.precision), [QUERY] * queries, monitor
+            lambda q, encoder=encoder: encoder.encode([q], compute=args.compute), [QUERY] * queries, monitor
         )
         common.emit(
             benchmark=NAME,
             variant=name,
-            precision=args.precision,
+            precision=args.compute,
             texts=len(texts),
             texts_per_second_passes=rates[name],
             texts_per_second_best=max(rates[name]),

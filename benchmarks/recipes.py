@@ -44,7 +44,7 @@ common.quiet_tf_python_logs()
 from sbert_keras import CachedContrastiveSiamese  # noqa: E402
 from sbert_keras import ContrastiveSiamese  # noqa: E402
 from sbert_keras import SentenceEncoder  # noqa: E402
-from sbert_keras import set_precision  # noqa: E402
+from sbert_keras import set_compute  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
 from sbert_keras import train_objective  # noqa: E402
 from sbert_keras.data import readers as data  # noqa: E402
@@ -72,7 +72,7 @@ class Setup:
         sts_train: `data.SentencePairs`. STS-B train (0-5 scores).
         sts_dev: `data.SentencePairs`. STS-B dev.
         triplets: `data.Triplets`. SNLI (premise, entailment, contradiction).
-        precision: str. The precision word `set_precision` returned.
+        precision: str. The precision word `set_compute` returned.
         epochs: int. STS-B epochs of recipes a and c.
         dims: tuple of int. Matryoshka dimensions, largest first.
         snli_batch: int. Batch of the in-batch-negatives stage (b, plain d).
@@ -288,7 +288,7 @@ def parse_args(argv):
 
 def child_argv(args):
     """The options a recipe-d child needs (its data and precision)."""
-    argv = ["--precision", args.precision, "--seed", str(args.seed)]
+    argv = ["--compute", args.compute, "--seed", str(args.seed)]
     for flag, value in (("--limit", args.limit), ("--sts-limit", args.sts_limit), ("--dev-limit", args.dev_limit)):
         argv += [flag, str(value)] if value else []
     return argv + (["--quick"] if args.quick else [])
@@ -309,7 +309,7 @@ def build_setup(args, model_dir, paths, recipe):
         nli = data.read_nli(paths[2], limit=min(100000, 4 * wanted))
         t = data.nli_to_triplets(nli)
         triplets = data.Triplets(t.anchor[:wanted], t.positive[:wanted], t.negative[:wanted])
-    precision = set_precision(args.precision)
+    precision = set_compute(args.compute)
     return Setup(
         make_encoder=lambda: _fresh_minilm(model_dir),
         sts_train=train,

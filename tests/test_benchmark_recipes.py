@@ -106,8 +106,8 @@ def test_recipe_d_cached_configuration():
 
 def test_command_line():
     args = recipes.parse_args(["--recipe", "d", "--quick", "--dev-limit", "50"])
-    assert (args.recipe, args.quick, args.stage2_epochs, args.precision) == ("d", True, 1, "auto")
+    assert (args.recipe, args.quick, args.stage2_epochs, args.compute) == ("d", True, 1, "auto")
     child = recipes.child_argv(args)
-    assert child[:4] == ["--precision", "auto", "--seed", "0"] and "--dev-limit" in child and child[-1] == "--quick"
+    assert child[:4] == ["--compute", "auto", "--seed", "0"] and "--dev-limit" in child and child[-1] == "--quick"
     with pytest.raises(SystemExit):
         recipes.parse_args(["--recipe", "e"])

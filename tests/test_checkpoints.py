@@ -101,12 +101,12 @@ def check_parity(folder, reference):
     expected = np.load(reference / "embeddings.npy")
     encoder = SentenceEncoder.from_preset(folder)
     with pytest.warns(UserWarning, match="truncated"):
-        got = encoder.encode(texts, batch_size=32, show_progress=False, precision="float32")
+        got = encoder.encode(texts, batch_size=32, show_progress=False, compute="float32")
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() <= 1e-5
     # bf16 matmuls (float32 elsewhere) stay within cosine 0.999 of the reference.
     with pytest.warns(UserWarning, match="truncated"):
-        low = encoder.encode(texts, batch_size=32, show_progress=False, precision="bfloat16")
+        low = encoder.encode(texts, batch_size=32, show_progress=False, compute="bfloat16")
     cosine = (low * expected).sum(1) / np.linalg.norm(low, axis=1) / np.linalg.norm(expected, axis=1)
     assert cosine.min() >= 0.999
     return encoder
@@ -191,7 +191,7 @@ def encode_parity(folder, reference, count=None):
     encoder = SentenceEncoder.from_preset(folder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the one truncated text
-        got = encoder.encode(texts, batch_size=32, show_progress=False, precision="float32")
+        got = encoder.encode(texts, batch_size=32, show_progress=False, compute="float32")
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() <= 1e-5
     return encoder
@@ -279,7 +279,7 @@ def test_dense_module_parity(tmp_path):
     # all-MiniLM-L6-v2 + a random 384 -> 64 tanh projection, as ST saves it in 2_Dense/.
     texts = read_json(shared_path("reference", "all-minilm-l6-v2", "texts.json"))[:40]
     plain = SentenceEncoder.from_preset(minilm_path())
-    pooled = plain.encode(texts, normalize=False, show_progress=False, precision="float32")
+    pooled = plain.encode(texts, normalize=False, show_progress=False, compute="float32")
     rng = np.random.default_rng(0)
     weight = rng.normal(scale=0.1, size=(64, 384)).astype("float32")
     bias = rng.normal(scale=0.1, size=64).astype("float32")
@@ -299,7 +299,7 @@ def test_dense_module_parity(tmp_path):
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     encoder = SentenceEncoder.from_preset(folder)
     assert encoder.embedding_dim == 64 and encoder.normalize
-    got = encoder.encode(texts, show_progress=False, precision="float32")
+    got = encoder.encode(texts, show_progress=False, compute="float32")
     assert np.abs(got - expected).max() <= 1e-5
     # predict (precision "auto": bf16 matmuls on a bf16 CPU) has the projection too.
     predicted = encoder.predict(texts[:4], verbose=0)
@@ -396,7 +396,7 @@ def test_projections_in_the_keras_graph_path(monkeypatch):
     # Backbones without the fused graph run the Keras graph; it projects too.
     encoder = projected_encoder()
     texts = ["a man is playing guitar", "the dog runs in the park", "red car"]
-    fused = encoder.encode(texts, show_progress=False, precision="float32")
+    fused = encoder.encode(texts, show_progress=False, compute="float32")
     monkeypatch.setattr(fused_graph, "unsupported_reason", lambda encoder: "disabled by the test")
     fresh = projected_encoder()
     np.testing.assert_allclose(fresh.encode(texts, show_progress=False), fused, atol=1e-6)
@@ -433,7 +433,7 @@ def test_from_preset_loads_a_complete_run_folder_and_refuses_an_incomplete_one(t
     outputs.write_json(run / outputs.MARKER, {"command": "train"})
     loaded = SentenceEncoder.from_preset(run)
     np.testing.assert_allclose(
-        loaded.encode(["a man"], precision="float32"), encoder.encode(["a man"], precision="float32"), atol=1e-6
+        loaded.encode(["a man"], compute="float32"), encoder.encode(["a man"], compute="float32"), atol=1e-6
     )
 
 
@@ -540,7 +540,7 @@ def test_save_to_preset_with_a_mixed_policy_round_trips(tmp_path):
     loaded = SentenceEncoder.from_preset(tmp_path / "preset", dtype="bfloat16")
     assert loaded.backbone.dtype_policy.name == "mixed_bfloat16"
     np.testing.assert_allclose(
-        loaded.encode(PRESET_TEXTS, precision="float32"), encoder.encode(PRESET_TEXTS, precision="float32"), atol=1e-5
+        loaded.encode(PRESET_TEXTS, compute="float32"), encoder.encode(PRESET_TEXTS, compute="float32"), atol=1e-5
     )
 
 

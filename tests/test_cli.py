@@ -60,7 +60,7 @@ def test_encode_search_cluster_export(capsys, tmp_path, encoder_file):
     out = run_cli(capsys, "encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e.npy")
     assert out["texts"] == 6 and np.load(tmp_path / "e.npy").shape == (6, 8)
     assert out["route"]  # the route that ran, e.g. "fused/bfloat16"
-    like = ["--precision", "int8", "--like-export", "--output", tmp_path / "int8.npy"]
+    like = ["--compute", "int8", "--like-export", "--output", tmp_path / "int8.npy"]
     out = run_cli(capsys, "encode", "--model", encoder_file, "--input", lines, *like)
     assert out["route"] in ("fused/int8", "fused/float32")  # a SavedModel's graph, never XNNPACK
     hits = run_cli(
@@ -482,7 +482,7 @@ def test_train_killed_mid_epoch_and_during_the_final_save_resumes_and_completes(
         "2",
         "--save-every",
         "1",
-        "--precision",
+        "--compute",
         "float32",
         "--quiet",
     ]
@@ -553,7 +553,7 @@ def test_encode_and_export_with_keras_int8_quantization(capsys, tmp_path, encode
         lines,
         "--output",
         tmp_path / "f.npy",
-        "--precision",
+        "--compute",
         "float32",
     )
     out = run_cli(
@@ -573,7 +573,7 @@ def test_encode_and_export_with_keras_int8_quantization(capsys, tmp_path, encode
     cosines = np.sum(full * quantized, axis=1) / np.linalg.norm(full, axis=1) / np.linalg.norm(quantized, axis=1)
     assert cosines.min() > 0.95  # int8 weights of a random tiny model: close, not equal
     exported = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm", "--quantize", "int8")
-    assert os.path.isfile(tmp_path / "sm" / "saved_model.pb") and exported["precision"] in defaults.PRECISIONS[1:]
+    assert os.path.isfile(tmp_path / "sm" / "saved_model.pb") and exported["compute"] in defaults.COMPUTES[1:]
 
 
 def test_train_optimizer_flags_default_to_the_shared_defaults():
@@ -584,15 +584,42 @@ def test_train_optimizer_flags_default_to_the_shared_defaults():
     assert (args.weight_decay, args.clip_norm) == (0.0, 0.0)
 
 
-def test_train_precision_takes_the_precision_vocabulary(capsys):
+def test_train_compute_takes_the_compute_vocabulary(capsys):
     base = ["train", "--objective", "regression", "--model", "m", "--train", "t.csv", "--output", "o"]
-    for word in defaults.POLICY_PRECISIONS:
-        assert build_parser().parse_args(base + ["--precision", word]).precision == word
-    assert build_parser().parse_args(base + ["--precision", "mixed_bfloat16"]).precision == "bfloat16"
-    assert "--precision mixed_bfloat16 is deprecated; use --precision bfloat16" in capsys.readouterr().err
+    for word in defaults.POLICY_COMPUTES:
+        assert build_parser().parse_args(base + ["--compute", word]).compute == word
+    assert build_parser().parse_args(base + ["--compute", "mixed_bfloat16"]).compute == "bfloat16"
+    assert "--compute mixed_bfloat16 is deprecated; use --compute bfloat16" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        build_parser().parse_args(base + ["--precision", "int8"])
+        build_parser().parse_args(base + ["--compute", "int8"])
     assert "must be one of auto, float32, bfloat16, float16, got 'int8'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "export", "encode"])
+def test_precision_as_a_compute_word_names_compute(capsys, command):
+    base = {
+        "train": ["train", "--objective", "regression", "--model", "m", "--train", "t.csv", "--output", "o"],
+        "export": ["export", "--model", "m", "--output", "o"],
+        "encode": ["encode", "--model", "m", "--input", "i.txt", "--output", "o.npy"],
+    }[command]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(base + ["--precision", "bfloat16"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --precision" in err and "--compute bfloat16" in err, err
+
+
+def test_encode_precision_quantizes_the_saved_embeddings(capsys, tmp_path, encoder_file):
+    lines = tmp_path / "corpus.txt"
+    lines.write_text("\n".join(CORPUS) + "\n")
+    base = ["encode", "--model", encoder_file, "--input", lines, "--compute", "float32"]
+    run_cli(capsys, *base, "--output", tmp_path / "f.npy")
+    floats = np.load(tmp_path / "f.npy")
+    for precision, dtype, width in (("ubinary", np.uint8, 1), ("binary", np.int8, 1), ("uint8", np.uint8, 8)):
+        out = run_cli(capsys, *base, "--precision", precision, "--output", tmp_path / f"{precision}.npy")
+        saved = np.load(tmp_path / f"{precision}.npy")
+        assert saved.dtype == dtype and saved.shape == (6, width) and out["dtype"] == np.dtype(dtype).name
+        assert out["precision"] == precision and out["dim"] == 8
+    np.testing.assert_array_equal(np.load(tmp_path / "ubinary.npy"), np.packbits(floats > 0, axis=-1))
 
 
 # --- embed-corpus (Apache Beam) and index build|search (faiss) ---
@@ -628,7 +655,7 @@ def test_embed_corpus_then_index_build_and_search(capsys, tmp_path, encoder_file
     # --direct_num_workers is Beam's own option, passed through.
     out = run_cli(
         capsys, "embed-corpus", "--model", encoder_file, "--input", lines, "--output", folder,
-        "--precision", "float32", "--direct_num_workers", 1,
+        "--compute", "float32", "--direct_num_workers", 1,
     )  # fmt: skip
     assert out["texts"] == 6 and out["dim"] == 8 and any(folder.glob("*.parquet"))
     built = run_cli(capsys, "index", "build", "--embeddings", folder, "--output", tmp_path / "idx", "--kind", "flat")
@@ -762,7 +789,7 @@ def test_train_cosent_with_matryoshka_dims_and_adamw(capsys, tmp_path, files, en
     assert optimizer.global_clipnorm == pytest.approx(1.0)
     assert np.isfinite(out["history"]["loss"][0]) and os.path.exists(tmp_path / "run" / "encoder.keras")
     assert_run_folder(tmp_path / "run")
-    # `--precision auto` (bfloat16 on a bf16 CPU) held for the run only: the caller's policy is back.
+    # `--compute auto` (bfloat16 on a bf16 CPU) held for the run only: the caller's policy is back.
     assert keras.config.dtype_policy().name == policy
 
 
@@ -994,7 +1021,7 @@ def test_bad_flags_are_one_line_naming_the_flag_before_tensorflow_or_the_model_l
 
 def test_encode_refuses_to_replace_its_output_and_normalizes_as_told(capsys, tmp_path, encoder_file):
     lines = corpus_file(tmp_path)
-    encode = ["encode", "--model", encoder_file, "--input", lines, "--precision", "float32"]
+    encode = ["encode", "--model", encoder_file, "--input", lines, "--compute", "float32"]
     run_cli(capsys, *encode, "--output", tmp_path / "unit.npy")  # the model's config: normalize=True
     err = run_cli_error(capsys, *encode, "--output", tmp_path / "unit.npy")
     assert err == f"sbert-keras encode: error: --output {tmp_path / 'unit.npy'} already exists; pass --overwrite " + (
@@ -1067,16 +1094,16 @@ def test_status_lines_while_tensorflow_and_the_model_load_keep_stdout_json(tmp_p
     assert any(re.fullmatch(r"sbert-keras: model loaded in \d+\.\d s", line) for line in err)
 
 
-def test_export_prints_the_precision_it_used_and_what_clients_need(capsys, tmp_path, encoder_file):
+def test_export_prints_the_compute_path_it_used_and_what_clients_need(capsys, tmp_path, encoder_file):
     out = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm")
     marker = json.loads((tmp_path / "sm" / outputs.MARKER).read_text())
-    assert out["precision"] == marker["precision"] and out["precision"] in defaults.PRECISIONS[1:]
+    assert out["compute"] == marker["compute"] and out["compute"] in defaults.COMPUTES[1:]
     for facts in (out, marker):
         assert facts["client_requires"] == ["tensorflow", "tensorflow_text"]
         assert "import tensorflow_text" in facts["client_note"]
     out = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm", "--overwrite",
-                  "--precision", "float32")  # fmt: skip
-    assert out["precision"] == "float32"
+                  "--compute", "float32")  # fmt: skip
+    assert out["compute"] == "float32"
 
 
 def test_docs_cli_has_a_section_per_command():
@@ -1103,7 +1130,7 @@ def test_train_with_limit_shows_the_epoch_total_and_logs_every_step(capsys, tmp_
 def test_the_run_readme_command_parses_back_to_the_same_arguments():
     argv = [
         "train", "--objective", "cosent", "--model", "m.keras", "--train", "t.csv", "--output", "runs/a b",
-        "--matryoshka-dims", "8,4", "--quiet", "--lr", "3e-05", "--limit", "10", "--precision", "float32",
+        "--matryoshka-dims", "8,4", "--quiet", "--lr", "3e-05", "--limit", "10", "--compute", "float32",
     ]  # fmt: skip
     args = build_parser().parse_args(argv)
     words = shlex.split(command_line(args))

@@ -15,12 +15,12 @@ TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa"]
 
 def test_the_first_call_says_what_it_prepares_and_later_calls_are_quiet(capsys):
     encoder = tiny_encoder()
-    encoder.encode(TEXTS[0], precision="float32")
+    encoder.encode(TEXTS[0], compute="float32")
     err = capsys.readouterr().err
     assert re.search(r"preparing '\w+' for float32 inference", err) and "ready in" in err
-    encoder.encode(TEXTS, precision="float32")
+    encoder.encode(TEXTS, compute="float32")
     assert "preparing" not in capsys.readouterr().err
-    encoder.encode(TEXTS, precision="bfloat16", show_progress=False)
+    encoder.encode(TEXTS, compute="bfloat16", show_progress=False)
     assert "preparing" not in capsys.readouterr().err
 
 
@@ -30,16 +30,16 @@ def test_warmup_does_the_first_use_work_ahead(capsys):
     assert seconds > 0 and "ready in" in capsys.readouterr().err
     assert encoder.engine.check("float32") is not None and "float32" in encoder.engine.prepared
     assert encoder.engine.verdicts.get("XLA single-query", "float32") is not None  # the single-query path was checked
-    single = encoder.encode(TEXTS[0], precision="float32")
+    single = encoder.encode(TEXTS[0], compute="float32")
     assert capsys.readouterr().err == ""
-    np.testing.assert_allclose(single, encoder.encode(TEXTS, precision="float32")[0], atol=1e-5)
+    np.testing.assert_allclose(single, encoder.encode(TEXTS, compute="float32")[0], atol=1e-5)
     assert encoder.warmup("float32", verbose=False) >= 0
 
 
 def test_verdicts_are_reused_by_a_later_encoder_with_the_same_weights(tmp_path, monkeypatch):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     first = tiny_encoder(seed=4)
-    expected = first.encode(TEXTS, precision="float32")
+    expected = first.encode(TEXTS, compute="float32")
     (stored,) = (tmp_path / "verdicts").iterdir()
     assert '"fused/float32": true' in stored.read_text()
 
@@ -48,12 +48,12 @@ def test_verdicts_are_reused_by_a_later_encoder_with_the_same_weights(tmp_path, 
 
     monkeypatch.setattr(self_check, "probe_check", no_probe)
     again = tiny_encoder(seed=4)  # a new process would build the same model
-    np.testing.assert_allclose(again.encode(TEXTS, precision="float32"), expected, atol=1e-6)
+    np.testing.assert_allclose(again.encode(TEXTS, compute="float32"), expected, atol=1e-6)
     assert again.engine.plan("float32") == ("fused", "float32")
 
     other = tiny_encoder(seed=5)  # other weights: another key, so it is checked
     with pytest.raises(AssertionError, match="ran again"):
-        other.encode(TEXTS, precision="float32")
+        other.encode(TEXTS, compute="float32")
 
 
 def test_the_verdict_key_follows_every_weight_element(monkeypatch):
@@ -70,7 +70,7 @@ def test_the_verdict_key_follows_every_weight_element(monkeypatch):
 
 def test_the_status_line_says_the_work_is_kept_for_later_processes(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
-    tiny_encoder(seed=9).encode(TEXTS[0], precision="float32")
+    tiny_encoder(seed=9).encode(TEXTS[0], compute="float32")
     (doing, done) = capsys.readouterr().err.splitlines()
     assert str(tmp_path) in doing and "later processes" in doing
     assert re.fullmatch(r"sbert_keras: '\w+' ready in \d+\.\d s", done)
@@ -89,7 +89,7 @@ def test_an_unusable_cache_is_ignored(tmp_path, monkeypatch):
     blocker.write_text("not a folder")
     monkeypatch.setenv(cold_start.CACHE_ENV, str(blocker))
     encoder = tiny_encoder(seed=7)
-    assert encoder.encode(TEXTS, precision="float32").shape == (2, 8)
+    assert encoder.encode(TEXTS, compute="float32").shape == (2, 8)
 
 
 def test_the_xla_cache_is_set_unless_the_user_set_one_or_turned_the_cache_off(tmp_path, monkeypatch):

@@ -28,7 +28,7 @@ def test_order_is_restored_and_batch_size_does_not_matter(encoder):
     one = encoder.encode(texts, batch_size=1)
     many = encoder.encode(texts, batch_size=64)
     np.testing.assert_allclose(one, many, atol=1e-6)
-    exact = encoder.encode(texts, batch_size=1, precision="float32")
+    exact = encoder.encode(texts, batch_size=1, compute="float32")
     for i, text in enumerate(texts):
         # One short text runs the XLA-compiled float32 graph (`runtime/routes/xla_query.py`),
         # whatever precision the batches run in (auto: bf16 on some CPUs).
@@ -97,7 +97,7 @@ def test_normalize_false_returns_raw_pooled_vectors():
 
 
 def test_precision_float32_is_exact_under_a_mixed_policy():
-    reference = tiny_encoder().encode(TEXTS, precision="float32")
+    reference = tiny_encoder().encode(TEXTS, compute="float32")
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
@@ -106,10 +106,10 @@ def test_precision_float32_is_exact_under_a_mixed_policy():
         keras.config.set_dtype_policy(previous)
     assert mixed.backbone.compute_dtype == "bfloat16"
     num_weights = len(mixed.weights)
-    np.testing.assert_allclose(mixed.encode(TEXTS, precision="float32"), reference, atol=1e-6)
+    np.testing.assert_allclose(mixed.encode(TEXTS, compute="float32"), reference, atol=1e-6)
     # The float32 copy is a cache, not part of the model (nor of its training).
     assert len(mixed.weights) == num_weights
-    low = mixed.encode(TEXTS, precision="bfloat16")
+    low = mixed.encode(TEXTS, compute="bfloat16")
     cos = (low * reference).sum(1) / np.linalg.norm(low, axis=1) / np.linalg.norm(reference, axis=1)
     assert cos.min() > 0.99
 
@@ -123,7 +123,7 @@ def test_predict_and_call_on_raw_strings_go_through_the_engine():
     # Token ids keep the Keras path (fixed-length padding, same vectors).
     inputs = encoder.preprocessor(tf.constant(TEXTS))
     keras_out = encoder.predict(inputs, verbose=0)
-    np.testing.assert_allclose(keras_out, encoder.encode(TEXTS, precision="float32"), atol=1e-6)
+    np.testing.assert_allclose(keras_out, encoder.encode(TEXTS, compute="float32"), atol=1e-6)
     np.testing.assert_allclose(encoder(inputs).numpy(), keras_out, atol=1e-6)
 
 
@@ -136,7 +136,7 @@ def test_predict_uses_length_sorted_batches(monkeypatch):
         widths.append(ids.shape[1])
         return run(ids, mask)
 
-    monkeypatch.setattr(encoder.engine, "runner", lambda precision, like_export=False: recording_run)
+    monkeypatch.setattr(encoder.engine, "runner", lambda compute, like_export=False: recording_run)
     encoder.predict(["a", "a man is playing guitar", "a dog"], batch_size=1, verbose=0)
     assert sorted(widths) == [3, 4, 7]  # each text padded only to its own length
 
@@ -163,7 +163,7 @@ def test_batches_run_concurrently_in_input_order(encoder):
     serial = np.zeros_like(out)
     batching.run_batches(run, ids, 1, 2, serial, concurrency=1)
     np.testing.assert_allclose(out, serial, atol=1e-6)
-    expected = encoder.encode(texts, precision="float32", normalize=False)
+    expected = encoder.encode(texts, compute="float32", normalize=False)
     np.testing.assert_allclose(out, expected, atol=1e-6)
 
 

@@ -16,16 +16,16 @@ def encoder():
 
 
 def test_sentence_transformers_aliases_match_our_arguments(encoder):
-    ours = encoder.encode(TEXTS, normalize=True, show_progress=False, precision="float32")
-    theirs = encoder.encode(TEXTS, normalize_embeddings=True, show_progress_bar=False, precision="float32")
+    ours = encoder.encode(TEXTS, normalize=True, show_progress=False, compute="float32")
+    theirs = encoder.encode(TEXTS, normalize_embeddings=True, show_progress_bar=False, compute="float32")
     np.testing.assert_allclose(theirs, ours, atol=1e-6)
     assert np.allclose(np.linalg.norm(theirs[:3], axis=1), 1.0, atol=1e-5)
-    raw = encoder.encode(TEXTS, normalize_embeddings=False, precision="float32")
-    np.testing.assert_allclose(raw, encoder.encode(TEXTS, normalize=False, precision="float32"), atol=1e-6)
+    raw = encoder.encode(TEXTS, normalize_embeddings=False, compute="float32")
+    np.testing.assert_allclose(raw, encoder.encode(TEXTS, normalize=False, compute="float32"), atol=1e-6)
 
 
 def test_show_progress_bar_draws_the_bar(encoder, capsys):
-    encoder.encode(TEXTS * 3, batch_size=1, show_progress_bar=True, precision="float32")
+    encoder.encode(TEXTS * 3, batch_size=1, show_progress_bar=True, compute="float32")
     assert "12/12" in capsys.readouterr().err
 
 
@@ -34,12 +34,12 @@ def test_show_progress_bar_draws_the_bar(encoder, capsys):
     [{"convert_to_tensor": True}, {"convert_to_numpy": False}, {"convert_to_tensor": True, "convert_to_numpy": True}],
 )
 def test_convert_to_tensor_returns_a_float32_tensor(encoder, kwargs):
-    vectors = encoder.encode(TEXTS, precision="float32", **kwargs)
+    vectors = encoder.encode(TEXTS, compute="float32", **kwargs)
     assert (
         isinstance(vectors, tf.Tensor) and vectors.dtype == tf.float32 and vectors.shape == (4, encoder.embedding_dim)
     )
-    np.testing.assert_allclose(vectors.numpy(), encoder.encode(TEXTS, precision="float32"), atol=1e-6)
-    one = encoder.encode("a red car", precision="float32", **kwargs)
+    np.testing.assert_allclose(vectors.numpy(), encoder.encode(TEXTS, compute="float32"), atol=1e-6)
+    one = encoder.encode("a red car", compute="float32", **kwargs)
     assert isinstance(one, tf.Tensor) and one.shape == (encoder.embedding_dim,)
 
 
@@ -52,7 +52,7 @@ def test_unknown_keyword_names_the_accepted_ones(encoder):
         encoder.encode(TEXTS, device="cpu")
     message = str(error.value)
     assert "'device'" in message
-    for name in ("batch_size", "normalize", "show_progress", "precision", "prompt_name", "truncate_dim"):
+    for name in ("batch_size", "normalize", "show_progress", "precision", "compute", "prompt_name", "truncate_dim"):
         assert name in message
     for alias in ("show_progress_bar", "normalize_embeddings", "convert_to_numpy", "convert_to_tensor"):
         assert alias in message

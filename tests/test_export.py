@@ -14,7 +14,7 @@ from harness import run_on_small_disk
 from harness import small_disk_available
 from sbert_keras import export_saved_model
 from sbert_keras.runtime import export
-from sbert_keras.runtime.engine import resolve_precision
+from sbert_keras.runtime.engine import resolve_compute
 from sbert_keras.runtime.export import sorted_batches
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 
@@ -61,21 +61,21 @@ def test_saved_models_serve_raw_strings_in_a_fresh_process(tmp_path):
     quantized.quantize("int8")
     paths = {name: str(tmp_path / name / "1") for name in ("f32", "auto", "int8")}
     # batch_size=2: a request is cut into several sorted batches inside the graph.
-    export_saved_model(encoder, paths["f32"], precision="float32", batch_size=2)
+    export_saved_model(encoder, paths["f32"], compute="float32", batch_size=2)
     export_saved_model(encoder, paths["auto"])  # bfloat16 on a CPU with AVX512-BF16
     export_saved_model(quantized, paths["int8"])
     many = TEXTS * 10
     served = serve_in_fresh_process({paths["f32"]: TEXTS, paths["auto"]: many, paths["int8"]: TEXTS})
-    expected = encoder.encode(TEXTS, precision="float32")
+    expected = encoder.encode(TEXTS, compute="float32")
     got, _ = served[paths["f32"]]
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() <= 1e-5
     got, dtypes = served[paths["auto"]]
-    if resolve_precision("auto") == "bfloat16":
+    if resolve_compute("auto") == "bfloat16":
         assert "bfloat16" in dtypes  # the weights are stored cast, as the graph reads them
-        assert min_cosine(got, encoder.encode(many, precision="float32")) >= 0.999
+        assert min_cosine(got, encoder.encode(many, compute="float32")) >= 0.999
     else:
-        assert np.abs(got - encoder.encode(many, precision="float32")).max() <= 1e-5
+        assert np.abs(got - encoder.encode(many, compute="float32")).max() <= 1e-5
     got, _ = served[paths["int8"]]
     assert min_cosine(got, quantized.encode(TEXTS)) >= 0.999
     empty = tf.saved_model.load(paths["f32"]).signatures["serving_default"](text=tf.constant([], tf.string))
@@ -133,7 +133,7 @@ def int8_exports(tmp_path_factory):
     quantized.quantize("int8")
     root = tmp_path_factory.mktemp("int8_guard")
     good, bad = str(root / "good" / "1"), str(root / "bad" / "1")
-    export_saved_model(quantized, good, precision="int8")  # the default where int8 matmuls are exact
+    export_saved_model(quantized, good, compute="int8")  # the default where int8 matmuls are exact
     assert quantized.engine.plan("int8") == ("fused", "int8")
     exact = export.probe_references
 
@@ -143,8 +143,8 @@ def int8_exports(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(export, "probe_references", corrupted)
-        export_saved_model(quantized, bad, precision="int8")
-    return good, bad, quantized.encode(TEXTS, precision="float32")  # the Keras graph of the int8 layers
+        export_saved_model(quantized, bad, compute="int8")
+    return good, bad, quantized.encode(TEXTS, compute="float32")  # the Keras graph of the int8 layers
 
 
 def test_int8_export_guard_serves_float_where_the_probe_fails(int8_exports):
@@ -171,11 +171,11 @@ def test_int8_export_on_a_host_without_vnni_serves_float(int8_exports):
 
 def test_saved_model_refuses_what_encode_refuses(tmp_path):
     encoder = tiny_encoder(normalize=True)
-    path = export_saved_model(encoder, str(tmp_path / "sm" / "1"), precision="float32")
+    path = export_saved_model(encoder, str(tmp_path / "sm" / "1"), compute="float32")
     serve = tf.saved_model.load(path).signatures["serving_default"]
     texts = ["a dog", "the cat sleeps \ufffd"]  # a valid U+FFFD is not taken for a bad byte
     got = serve(text=tf.constant(texts))["embeddings"].numpy()
-    np.testing.assert_allclose(got, encoder.encode(texts, precision="float32"), atol=1e-5)
+    np.testing.assert_allclose(got, encoder.encode(texts, compute="float32"), atol=1e-5)
     with pytest.raises(ValueError, match=r"`texts\[1\]` is bytes that are not valid UTF-8"):
         encoder.encode([b"ok", b"caf\xe9"])
     for bad, message in [
@@ -209,7 +209,7 @@ def test_export_to_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, estimate
     disk.mkdir()
     target = disk / "sm" / "1"
     cli = ["-m", "sbert_keras.cli"] if estimate == "checked before writing" else ["-c", CLI_WITHOUT_ESTIMATE]
-    command = [sys.executable, *cli, "export", "--model", str(model), "--output", str(target), "--precision", "float32"]
+    command = [sys.executable, *cli, "export", "--model", str(model), "--output", str(target), "--compute", "float32"]
     # The tiny SavedModel takes about 0.4 MB; what is left on the disk is listed before the mount goes.
     script = '"$@"; code=$?; ls -A "$DISK"; exit $code'
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", DISK=str(disk))

@@ -35,8 +35,8 @@ def test_export_a_folder_in_a_subprocess(tmp_path):
     summary = json.loads(done.stdout)
     assert summary["model_type"] == "mpnet" and summary["dim"] == 64 and summary["max_seq_length"] == 128
     assert {"config.json", "model.safetensors", "modules.json", "2_Normalize", "README.md"} <= set(summary["files"])
-    expected = SentenceEncoder.from_preset(FIXTURES / "mpnet" / "model").encode(TEXTS, precision="float32")
-    got = SentenceEncoder.from_preset(output).encode(TEXTS, precision="float32")
+    expected = SentenceEncoder.from_preset(FIXTURES / "mpnet" / "model").encode(TEXTS, compute="float32")
+    got = SentenceEncoder.from_preset(output).encode(TEXTS, compute="float32")
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 

@@ -60,7 +60,7 @@ def reference(name, variant):
 def encode_all(encoder, texts):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the one truncated text
-        return encoder.encode(texts, batch_size=32, show_progress=False, precision="float32")
+        return encoder.encode(texts, batch_size=32, show_progress=False, compute="float32")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

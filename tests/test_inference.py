@@ -49,7 +49,7 @@ def test_fused_graph_matches_the_keras_graph(kind, pooling):
     assert fused.supports(encoder)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = encoder.encode(TEXTS, precision="float32")
+        out = encoder.encode(TEXTS, compute="float32")
     assert not [w for w in caught if "diverges" in str(w.message)]  # the self-check passed
     np.testing.assert_allclose(out, keras_graph(encoder, TEXTS), atol=1e-6)
     assert encoder.engine.check("float32")
@@ -57,17 +57,17 @@ def test_fused_graph_matches_the_keras_graph(kind, pooling):
 
 def test_encode_follows_assign_fit_and_load_weights(tmp_path):
     encoder = tiny_encoder()
-    before = encoder.encode(TEXTS, precision="float32")
+    before = encoder.encode(TEXTS, compute="float32")
     dense = keras_hub_reads.block_parts(encoder.backbone.transformer_layers[0]).intermediate
     dense.kernel.assign(dense.kernel * 3.0)
-    after = encoder.encode(TEXTS, precision="float32")
+    after = encoder.encode(TEXTS, compute="float32")
     assert np.abs(after - before).max() > 1e-3
     np.testing.assert_allclose(after, keras_graph(encoder, TEXTS), atol=1e-6)
 
     model = sk.RegressionSiamese(encoder)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     model.fit((TEXTS[:4], TEXTS[1:5]), np.array([1, 0, 1, 0], "float32"), epochs=1, verbose=0)
-    trained = encoder.encode(TEXTS, precision="float32")
+    trained = encoder.encode(TEXTS, compute="float32")
     assert np.abs(trained - after).max() > 1e-4
     np.testing.assert_allclose(trained, keras_graph(encoder, TEXTS), atol=1e-6)
 
@@ -76,7 +76,7 @@ def test_encode_follows_assign_fit_and_load_weights(tmp_path):
     fresh.save_weights(path)
     encoder.load_weights(path)
     np.testing.assert_allclose(
-        encoder.encode(TEXTS, precision="float32"), fresh.encode(TEXTS, precision="float32"), atol=1e-6
+        encoder.encode(TEXTS, compute="float32"), fresh.encode(TEXTS, compute="float32"), atol=1e-6
     )
 
 
@@ -84,7 +84,7 @@ def test_no_retracing_across_batch_sizes_and_lengths():
     encoder = tiny_encoder()
     for texts in (TEXTS, TEXTS[:1], TEXTS * 7, ["a"], ["the cat " * 5]):
         for batch_size in (1, 3, 32):
-            encoder.encode(texts, batch_size=batch_size, precision="float32")
+            encoder.encode(texts, batch_size=batch_size, compute="float32")
     # One trace each of the fused graph, the float32 Keras reference and the
     # XLA single-query graph (compiled per padded shape, not retraced).
     assert encoder.engine.verdicts.get("XLA single-query", "float32") is True
@@ -92,15 +92,15 @@ def test_no_retracing_across_batch_sizes_and_lengths():
     encoder.backbone.transformer_layers[1].trainable_weights[0].assign_add(
         np.ones(encoder.backbone.transformer_layers[1].trainable_weights[0].shape, "float32")
     )
-    encoder.encode(TEXTS, precision="float32")
-    encoder.encode(TEXTS[:1], precision="float32")
+    encoder.encode(TEXTS, compute="float32")
+    encoder.encode(TEXTS[:1], compute="float32")
     assert encoder.engine.trace_count == 3
 
 
 def test_bfloat16_path_is_close_to_float32():
     encoder = tiny_encoder(normalize=True)
-    exact = encoder.encode(TEXTS, precision="float32")
-    low = encoder.encode(TEXTS, precision="bfloat16")
+    exact = encoder.encode(TEXTS, compute="float32")
+    low = encoder.encode(TEXTS, compute="bfloat16")
     assert low.dtype == np.float32
     assert min_cosine(low, exact) >= 0.999
     qkv = encoder.engine.fused_weights("bfloat16").values().blocks[0].qkv
@@ -112,22 +112,22 @@ def test_a_wrong_fused_graph_warns_and_falls_back(monkeypatch):
     original = fused.dense
     monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 1.01)
     with pytest.warns(UserWarning, match=r"float32 diverges.*max \|diff\|"):
-        out = encoder.encode(TEXTS, precision="float32")
+        out = encoder.encode(TEXTS, compute="float32")
     np.testing.assert_allclose(out, keras_graph(encoder, TEXTS), atol=1e-6)
     monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 50.0)
     with pytest.warns(UserWarning, match=r"bfloat16 diverges.*min cosine"):
-        low = encoder.encode(TEXTS, precision="bfloat16")
+        low = encoder.encode(TEXTS, compute="bfloat16")
     assert min_cosine(low, keras_graph(encoder, TEXTS)) > 0.99
 
 
 def test_auto_precision_follows_the_host(on_host):
-    assert inference.resolve_precision("auto", Host({"avx2", "fma"})) == "float32"
+    assert inference.resolve_compute("auto", Host({"avx2", "fma"})) == "float32"
     encoder = tiny_encoder()
     on_host(encoder, cpu_flags={"avx2", "fma"})
-    np.testing.assert_allclose(encoder.encode(TEXTS), encoder.encode(TEXTS, precision="float32"), atol=0)
-    assert inference.resolve_precision(None, Host({"avx512_bf16"})) == "bfloat16"
-    assert inference.resolve_precision("auto", Host({"amx_bf16"})) == "bfloat16"
-    assert inference.resolve_precision("auto", Host({"amx_bf16"}, gpu=True)) == "float16"
+    np.testing.assert_allclose(encoder.encode(TEXTS), encoder.encode(TEXTS, compute="float32"), atol=0)
+    assert inference.resolve_compute(None, Host({"avx512_bf16"})) == "bfloat16"
+    assert inference.resolve_compute("auto", Host({"amx_bf16"})) == "bfloat16"
+    assert inference.resolve_compute("auto", Host({"amx_bf16"}, gpu=True)) == "float16"
 
 
 def test_the_module_functions_answer_for_the_current_host(monkeypatch):
@@ -163,13 +163,13 @@ def test_float16_without_a_gpu_runs_as_what_the_cpu_has_with_one_warning(on_host
     assert Host(flags, gpu=True).runnable_precision("float16") == "float16"
     encoder = tiny_encoder()
     engine = on_host(encoder, cpu_flags=flags)
-    with pytest.warns(UserWarning, match=rf"precision='float16' has no fast kernels on a CPU.*runs in {runs} instead"):
-        vectors = encoder.encode(TEXTS, precision="float16")
+    with pytest.warns(UserWarning, match=rf"compute='float16' has no fast kernels on a CPU.*runs in {runs} instead"):
+        vectors = encoder.encode(TEXTS, compute="float16")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per encoder
         assert engine.route("float16") == ("fused", runs)
         assert engine.plan("float16") == ("fused", runs)  # the SavedModel too
-        np.testing.assert_allclose(vectors, encoder.encode(TEXTS, precision=runs), atol=1e-6)
+        np.testing.assert_allclose(vectors, encoder.encode(TEXTS, compute=runs), atol=1e-6)
 
 
 def test_a_few_texts_after_a_single_query_reuse_its_graph(on_host):
@@ -199,7 +199,7 @@ def test_a_failing_route_falls_back_with_one_warning_and_is_not_checked_again(on
     with pytest.warns(UserWarning, match="failed its check") as caught:
         out = encoder.encode(TEXTS)  # auto: bfloat16 fails, then float32 fails: the Keras graph
         encoder.encode(TEXTS[:1])
-        encoder.encode(TEXTS, precision="bfloat16")
+        encoder.encode(TEXTS, compute="bfloat16")
     assert len([w for w in caught if "failed its check" in str(w.message)]) == 2  # one per precision
     assert sorted(calls) == ["bfloat16", "float32"]
     assert engine.route("auto") == ("keras", "float32")
@@ -209,7 +209,7 @@ def test_a_failing_route_falls_back_with_one_warning_and_is_not_checked_again(on
 def test_a_query_that_finds_stale_weights_refreshes_them_once():
     encoder = tiny_encoder()
     engine = encoder.engine
-    before = encoder.encode(TEXTS[:2], precision="float32")
+    before = encoder.encode(TEXTS[:2], compute="float32")
     runner = engine.runner_for("float32", "few")
     calls = []
     query = runner.query
@@ -222,7 +222,7 @@ def test_a_query_that_finds_stale_weights_refreshes_them_once():
     runner.query = stale_once
     refreshed = []
     runner.refresh = lambda: refreshed.append(True)
-    np.testing.assert_allclose(encoder.encode(TEXTS[:2], precision="float32"), before, atol=1e-6)
+    np.testing.assert_allclose(encoder.encode(TEXTS[:2], compute="float32"), before, atol=1e-6)
     assert len(calls) == 2 and refreshed == [True]  # one refresh, one retry
 
 
@@ -242,14 +242,14 @@ def test_other_backbones_use_the_keras_graph():
     encoder = SentenceEncoder(backbone, preprocessor)
     assert "BertBackbone" in fused.unsupported_reason(encoder)
     for precision in ("float32", "bfloat16", "auto"):
-        out = encoder.encode(TEXTS, precision=precision)
+        out = encoder.encode(TEXTS, compute=precision)
         assert np.isfinite(out).all()
-    np.testing.assert_allclose(encoder.encode(TEXTS, precision="float32"), keras_graph(encoder, TEXTS), atol=1e-6)
+    np.testing.assert_allclose(encoder.encode(TEXTS, compute="float32"), keras_graph(encoder, TEXTS), atol=1e-6)
 
 
-def test_unknown_precision_is_named():
-    with pytest.raises(ValueError, match="int4"):
-        tiny_encoder().encode(TEXTS, precision="int4")
+def test_unknown_compute_is_named():
+    with pytest.raises(ValueError, match="`compute` must be one of .*'int4'"):
+        tiny_encoder().encode(TEXTS, compute="int4")
 
 
 def test_keras_quantized_encoder_is_correct(tmp_path):
@@ -257,13 +257,13 @@ def test_keras_quantized_encoder_is_correct(tmp_path):
     encoder.quantize("int8")  # before any encode: the tokenizer is not built yet
     out = encoder.encode(TEXTS)
     encoder = tiny_encoder(normalize=True)
-    reference = encoder.encode(TEXTS, precision="float32")
+    reference = encoder.encode(TEXTS, compute="float32")
     encoder.quantize("int8")
     np.testing.assert_allclose(encoder.encode(TEXTS), out, atol=1e-6)
     # Keras int8 block matmuls and embeddings are read (sbert_keras.runtime.kernels.int8_quantization).
     assert fused.unsupported_reason(encoder) is None
     for precision in ("auto", "float32", "bfloat16"):
-        out = encoder.encode(TEXTS, precision=precision)
+        out = encoder.encode(TEXTS, compute=precision)
         # Keras' int8 layers quantize activations per tensor, so padding moves
         # the result a little: compare to its fixed-length graph by cosine.
         assert min_cosine(out, keras_graph(encoder, TEXTS)) > 0.999
@@ -297,8 +297,8 @@ def test_many_encoders_in_one_process_log_no_retracing_warning():
     try:
         for seed in range(4):
             encoder = tiny_encoder(seed=seed)
-            encoder.encode(["a man is playing guitar"], precision="float32")
-            encoder.encode(["a dog runs in the park", "a cat"], precision="float32")
+            encoder.encode(["a man is playing guitar"], compute="float32")
+            encoder.encode(["a dog runs in the park", "a cat"], compute="float32")
     finally:
         logger.removeHandler(handler)
     assert not [r for r in records if "retracing" in r.getMessage()], [r.getMessage() for r in records]

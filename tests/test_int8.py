@@ -355,8 +355,8 @@ def int8_ops(encoder):
 
 def test_encode_int8_runs_int8_matmuls_and_matches_float32():
     encoder = tiny_encoder()
-    reference = encoder.encode(TEXTS, precision="float32")
-    out = encoder.encode(TEXTS, precision="int8")
+    reference = encoder.encode(TEXTS, compute="float32")
+    out = encoder.encode(TEXTS, compute="int8")
     assert encoder.engine.plan("int8") == ("fused", "int8")
     assert min_cosine(out, reference) > 0.99
     # DEFAULT_RECIPE: qkv, attention output, intermediate and output in int8 per block.
@@ -368,17 +368,17 @@ def test_int8_graph_follows_new_weights():
     # (`is_weight_const`): changed weights must give a new trace, never the
     # first weights again, for batches (`encode`) and single queries.
     encoder, fresh = tiny_encoder(seed=1), tiny_encoder(seed=2)
-    before = encoder.encode(TEXTS, precision="int8")
-    encoder.encode(TEXTS[:1], precision="int8")
+    before = encoder.encode(TEXTS, compute="int8")
+    encoder.encode(TEXTS[:1], compute="int8")
     traces = encoder.engine.trace_count
     for variable, value in zip(encoder.backbone.weights, fresh.backbone.weights):
         variable.assign(value)
-    expected = fresh.encode(TEXTS, precision="int8")
+    expected = fresh.encode(TEXTS, compute="int8")
     # Close, not equal: the smoothing factors stay calibrated on the first
     # weights. The first weights' int8 matmuls would be off by about 1e-2.
-    one = encoder.encode(TEXTS[:1], precision="int8")  # detected inside the query's graph call
-    np.testing.assert_allclose(one, fresh.encode(TEXTS[:1], precision="int8"), atol=1e-3)
-    np.testing.assert_allclose(encoder.encode(TEXTS, precision="int8"), expected, atol=1e-3)
+    one = encoder.encode(TEXTS[:1], compute="int8")  # detected inside the query's graph call
+    np.testing.assert_allclose(one, fresh.encode(TEXTS[:1], compute="int8"), atol=1e-3)
+    np.testing.assert_allclose(encoder.encode(TEXTS, compute="int8"), expected, atol=1e-3)
     assert min_cosine(before, expected) < 0.9  # the weights did change
     assert encoder.engine.trace_count == traces + 1  # one new int8 trace, the stale one dropped
     assert sum(key[:2] == ("fused", "int8") for key in encoder.engine.graphs.functions) == 1
@@ -392,7 +392,7 @@ def test_keras_quantized_encoder_runs_its_int8_weights_fast():
     encoder = tiny_encoder()
     encoder.quantize("int8")
     keras_int8 = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS), verbose=0))
-    out = encoder.encode(TEXTS, normalize=False, precision="int8")
+    out = encoder.encode(TEXTS, normalize=False, compute="int8")
     assert encoder.engine.plan("int8") == ("fused", "int8")
     assert min_cosine(out, keras_int8) > 0.999  # the Keras int8 layers' arithmetic
     if int8.int8_matmul_available():
@@ -402,14 +402,14 @@ def test_keras_quantized_encoder_runs_its_int8_weights_fast():
 
 def test_diverging_int8_graph_falls_back_with_a_warning(monkeypatch):
     encoder = tiny_encoder()
-    reference = encoder.encode(TEXTS, precision="float32")
+    reference = encoder.encode(TEXTS, compute="float32")
 
     def wrong(x, weights, activation=None, policy=None):  # large noise instead of the matmul
         return 100.0 * tf.random.stateless_normal([tf.shape(x)[0], weights.bias.shape[0]], [1, 2])
 
     monkeypatch.setattr(int8, "int8_dense", wrong)
     with pytest.warns(UserWarning, match="int8"):
-        out = encoder.encode(TEXTS, precision="int8")
+        out = encoder.encode(TEXTS, compute="int8")
     np.testing.assert_allclose(out, reference, atol=1e-5)
 
 
@@ -422,9 +422,9 @@ def matmul_dtypes(graph_def):
 def test_int8_without_vnni_falls_back_to_float_matmuls(on_host):
     encoder = tiny_encoder()
     on_host(encoder, cpu_flags={"avx2", "fma"})
-    reference = encoder.encode(TEXTS, precision="float32")
+    reference = encoder.encode(TEXTS, compute="float32")
     with pytest.warns(UserWarning, match="dequantized"):
-        out = encoder.encode(TEXTS, precision="int8")
+        out = encoder.encode(TEXTS, compute="int8")
     assert int8_ops(encoder) == 0
     assert min_cosine(out, reference) > 0.999
     # No bf16 matmul either (the recipe's bf16 feed-forward output): TensorFlow's is slow without AVX512-BF16.

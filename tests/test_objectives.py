@@ -64,14 +64,14 @@ def test_batch_hard_with_matryoshka_dims_wraps_the_loss_on_the_embeddings():
 def test_distill_fits_the_students_embeddings_to_the_teachers():
     teacher = tiny_encoder(seed=1)
     sentences = data.Sentences(A + B)
-    targets = teacher.encode(sentences.texts, precision="float32")
+    targets = teacher.encode(sentences.texts, compute="float32")
     student = tiny_encoder()
-    before = float(np.mean((student.encode(sentences.texts, precision="float32") - targets) ** 2))
+    before = float(np.mean((student.encode(sentences.texts, compute="float32") - targets) ** 2))
     model, history = training.train_objective(
         "distill", student, sentences, teacher=teacher, epochs=3, batch_size=4, learning_rate=1e-3, verbose=0
     )
     assert isinstance(model, DistillationModel) and model.loss.name == "mean_squared_error"
-    after = float(np.mean((student.encode(sentences.texts, precision="float32") - targets) ** 2))
+    after = float(np.mean((student.encode(sentences.texts, compute="float32") - targets) ** 2))
     assert np.all(np.isfinite(history.history["loss"])) and after < before
 
 

@@ -30,17 +30,17 @@ def test_a_wrong_fused_layer_norm_is_caught_by_the_self_check(monkeypatch):
     encoder = tiny_encoder(normalize=True)
     texts = ["the cat sat", "a dog ran in the park"] * 40  # > FUSED_LAYER_NORM_MIN_ROWS tokens per batch
     with pytest.warns(UserWarning, match=r"float32 diverges"):
-        out = encoder.encode(texts, batch_size=64, precision="float32")
+        out = encoder.encode(texts, batch_size=64, compute="float32")
     monkeypatch.setattr(onednn, "fused_layer_norm", original)
-    reference = tiny_encoder(normalize=True).encode(texts, batch_size=64, precision="float32")
+    reference = tiny_encoder(normalize=True).encode(texts, batch_size=64, compute="float32")
     np.testing.assert_allclose(out, reference, atol=1e-5)
 
 
 def test_large_and_small_batches_agree():
     encoder = tiny_encoder()
     texts = ["the red car is fast", "a cat", "dogs run in the park every day"] * 30
-    large = encoder.encode(texts, batch_size=90, precision="float32")  # fused LayerNorm
-    small = encoder.encode(texts, batch_size=2, precision="float32")  # composite LayerNorm
+    large = encoder.encode(texts, batch_size=90, compute="float32")  # fused LayerNorm
+    small = encoder.encode(texts, batch_size=2, compute="float32")  # composite LayerNorm
     np.testing.assert_allclose(large, small, atol=1e-5)
 
 

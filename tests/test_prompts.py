@@ -21,7 +21,7 @@ from sbert_keras.model.prompts import resolve_prompt
 
 TEXTS = ["a man is playing guitar", "the cat sleeps", "", "a dog runs in the park"]
 PROMPTS = {"query": "the sky ", "document": "a ball ", "cls": "red car "}
-F32 = {"precision": "float32"}
+F32 = {"compute": "float32"}
 
 
 def prompted(default=None, normalize=True):
@@ -36,22 +36,22 @@ def close(a, b, atol=1e-6):
 
 def test_prompt_is_prepended_and_wins_over_prompt_name():
     encoder = prompted()
-    plain = encoder.encode(["red car " + t for t in TEXTS], precision="float32")
-    close(encoder.encode(TEXTS, prompt_name="cls", precision="float32"), plain)
-    close(encoder.encode(TEXTS, prompt="red car ", prompt_name="query", precision="float32"), plain)
-    assert np.abs(encoder.encode(TEXTS, precision="float32") - plain).max() > 1e-3  # a prompt changes vectors
-    close(encoder.encode(TEXTS[0], prompt_name="cls", precision="float32"), plain[0])  # one string
+    plain = encoder.encode(["red car " + t for t in TEXTS], compute="float32")
+    close(encoder.encode(TEXTS, prompt_name="cls", compute="float32"), plain)
+    close(encoder.encode(TEXTS, prompt="red car ", prompt_name="query", compute="float32"), plain)
+    assert np.abs(encoder.encode(TEXTS, compute="float32") - plain).max() > 1e-3  # a prompt changes vectors
+    close(encoder.encode(TEXTS[0], prompt_name="cls", compute="float32"), plain[0])  # one string
 
 
 def test_default_prompt_applies_unless_overridden():
     encoder = prompted(default="cls")
-    plain = encoder.encode(TEXTS, prompt="", precision="float32")
-    with_default = encoder.encode(["red car " + t for t in TEXTS], prompt="", precision="float32")
-    close(encoder.encode(TEXTS, precision="float32"), with_default)
-    close(encoder.encode(TEXTS, prompt="", precision="float32"), plain)
+    plain = encoder.encode(TEXTS, prompt="", compute="float32")
+    with_default = encoder.encode(["red car " + t for t in TEXTS], prompt="", compute="float32")
+    close(encoder.encode(TEXTS, compute="float32"), with_default)
+    close(encoder.encode(TEXTS, prompt="", compute="float32"), plain)
     close(
         encoder.predict(TEXTS), encoder.encode(TEXTS), atol=1e-5
-    )  # both "auto" precision  # predict on strings: encode's default too
+    )  # both "auto" compute  # predict on strings: encode's default too
 
 
 def test_encode_query_and_encode_document_pick_their_prompts():
@@ -86,17 +86,17 @@ def test_bad_prompts_are_named():
 
 def test_truncate_dim_cuts_then_renormalises():
     encoder = prompted(normalize=True)
-    raw = encoder.encode(TEXTS, normalize=False, precision="float32")
-    cut = encoder.encode(TEXTS, truncate_dim=3, precision="float32")
+    raw = encoder.encode(TEXTS, normalize=False, compute="float32")
+    cut = encoder.encode(TEXTS, truncate_dim=3, compute="float32")
     assert cut.shape == (len(TEXTS), 3)
     close(cut, raw[:, :3] / np.linalg.norm(raw[:, :3], axis=1, keepdims=True))
     close(np.linalg.norm(cut, axis=1), 1.0)
-    close(encoder.encode(TEXTS, truncate_dim=3, normalize=False, precision="float32"), raw[:, :3])
-    close(encoder.encode(TEXTS, truncate_dim=8, precision="float32"), encoder.encode(TEXTS, precision="float32"))
+    close(encoder.encode(TEXTS, truncate_dim=3, normalize=False, compute="float32"), raw[:, :3])
+    close(encoder.encode(TEXTS, truncate_dim=8, compute="float32"), encoder.encode(TEXTS, compute="float32"))
     assert encoder.encode(TEXTS[0], truncate_dim=2).shape == (2,)
     # Many texts (the batched path, not the one-call query path) truncate the same way.
     many = TEXTS * 20
-    close(encoder.encode(many, batch_size=4, truncate_dim=3, precision="float32")[: len(TEXTS)], cut, atol=1e-5)
+    close(encoder.encode(many, batch_size=4, truncate_dim=3, compute="float32")[: len(TEXTS)], cut, atol=1e-5)
 
 
 @pytest.mark.parametrize("bad, error", [(0, ValueError), (9, ValueError), (2.0, TypeError), (True, TypeError)])
@@ -137,11 +137,11 @@ def test_export_prepends_the_prompt_and_truncates_in_the_graph(tmp_path):
         "none": ({"prompt": ""}, {"prompt": ""}),
     }
     for name, (options, _) in exports.items():
-        export_saved_model(encoder, str(tmp_path / name), precision="float32", batch_size=2, **options)
+        export_saved_model(encoder, str(tmp_path / name), compute="float32", batch_size=2, **options)
     for name, (options, encode_options) in exports.items():
         serve = tf.saved_model.load(str(tmp_path / name)).signatures["serving_default"]
         served = serve(text=tf.constant(TEXTS))["embeddings"].numpy()
-        close(served, encoder.encode(TEXTS, precision="float32", **encode_options), atol=1e-5)
+        close(served, encoder.encode(TEXTS, compute="float32", **encode_options), atol=1e-5)
         marker = json.loads((tmp_path / name / "complete.json").read_text())
         assert marker["prompt"] == encoder.resolve_prompt(**{k: v for k, v in options.items() if "prompt" in k})
         assert marker["truncate_dim"] == options.get("truncate_dim")
@@ -158,7 +158,7 @@ def test_minilm_folder_prompts_apply(tmp_path):
     encoder = SentenceEncoder.from_preset(str(folder))
     assert encoder.prompts == config["prompts"]
     texts = ["How many people live in Berlin?", "Berlin has 3.5 million inhabitants."]
-    options = {"precision": "float32"}
+    options = {"compute": "float32"}
     close(encoder.encode_query(texts, **options), encoder.encode(["query: " + t for t in texts], **options))
     close(encoder.encode_document(texts, **options), encoder.encode(["passage: " + t for t in texts], **options))
     close(encoder.encode(texts, **options), encoder.encode(texts, prompt="", **options))  # no default prompt
@@ -180,7 +180,7 @@ def test_cli_encode_and_export_take_prompt_flags(capsys, tmp_path):
     encoder.save(model)
     lines = tmp_path / "texts.txt"
     lines.write_text("\n".join(TEXTS[:2]) + "\n")
-    base = ["encode", "--model", model, "--input", lines, "--precision", "float32"]
+    base = ["encode", "--model", model, "--input", lines, "--compute", "float32"]
     run_cli(capsys, *base, "--output", tmp_path / "default.npy")
     run_cli(capsys, *base, "--output", tmp_path / "q.npy", "--prompt-name", "query", "--truncate-dim", 4)
     run_cli(capsys, *base, "--output", tmp_path / "p.npy", "--prompt", "blue ")

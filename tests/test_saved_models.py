@@ -36,7 +36,7 @@ def test_saved_file_loads_with_the_same_vectors(name):
     assert isinstance(encoder, sbert_keras.SentenceEncoder)
     expected = np.load(HERE / "vectors.npz")[name]
     np.testing.assert_allclose(encoder.predict(np.array(TEXTS), verbose=0), expected, atol=1e-5)
-    np.testing.assert_allclose(encoder.encode(TEXTS, precision="float32"), expected, atol=5e-5)
+    np.testing.assert_allclose(encoder.encode(TEXTS, compute="float32"), expected, atol=5e-5)
 
 
 # Loads every saved file in a fresh process after the given imports only, and

@@ -225,7 +225,7 @@ def test_a_non_finite_loss_stops_fit_naming_the_batch_and_keeps_the_weights(kind
         )
     assert sorted(snapshots.weights) == [0, 1]
     assert_weights(encoder, snapshots.weights[1])  # batches 0 and 1 applied, batch 2 not
-    assert np.all(np.isfinite(encoder.encode(list(A), precision="float32")))
+    assert np.all(np.isfinite(encoder.encode(list(A), compute="float32")))
 
 
 @pytest.mark.parametrize("steps_per_execution", [1, 2])
@@ -240,7 +240,7 @@ def test_nan_labels_with_a_loss_of_unknown_range_stop_at_their_batch(steps_per_e
         model.fit((A, B), labels, batch_size=2, verbose=0, shuffle=False)
     assert all(np.all(np.isfinite(w.numpy())) for w in encoder.weights)
     assert not all(np.array_equal(b, w.numpy()) for b, w in zip(before, encoder.weights, strict=True))
-    assert np.all(np.isfinite(encoder.encode(list(A), precision="float32")))
+    assert np.all(np.isfinite(encoder.encode(list(A), compute="float32")))
 
 
 def test_the_checks_leave_a_sound_fit_and_its_history_alone():

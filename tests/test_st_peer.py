@@ -66,7 +66,7 @@ def peer_results(tmp_path_factory):
             fitted(encoder)
         folder = encoder.save_to_sentence_transformers(root / case.replace(" ", "-"))
         with pytest.warns(UserWarning, match="truncated"):
-            vectors = encoder.encode(texts, batch_size=32, show_progress=False, precision="float32")
+            vectors = encoder.encode(texts, batch_size=32, show_progress=False, compute="float32")
         ids, _ = encoder.preprocessor.tokenize(texts)
         keras_side[case] = (vectors, ids.to_list(), encoder.sequence_length)
         pairs += [folder, root / (case.replace(" ", "-") + "-out")]

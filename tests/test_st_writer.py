@@ -44,7 +44,7 @@ def source(name):
 
 
 def vectors(encoder, texts=TEXTS):
-    return encoder.encode(texts, show_progress=False, precision="float32")
+    return encoder.encode(texts, show_progress=False, compute="float32")
 
 
 def fitted(encoder):

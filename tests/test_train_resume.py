@@ -79,7 +79,7 @@ def train_args(model, train, output, save_every=1):
         "4",
         "--save-every",
         str(save_every),
-        "--precision",
+        "--compute",
         "float32",
         "--quiet",
     ]

@@ -77,7 +77,7 @@ def _tiny_roberta_run(seed, builder_seed):
     encoder = sk.SentenceEncoder.from_preset(shared_path("reference", "tiny-roberta", "model"), sequence_length=16)
     pairs = data.SentencePairs(A * 2, B * 2, np.linspace(0, 5, 32).astype("float32"))
     training.train_objective("regression", encoder, pairs, batch_size=8, learning_rate=1e-3, seed=seed, verbose=0)
-    return encoder.encode(A[:4] + B[:4], precision="float32", show_progress=False)
+    return encoder.encode(A[:4] + B[:4], compute="float32", show_progress=False)
 
 
 @pytest.mark.slow  # three fits of the tiny RoBERTa
@@ -89,36 +89,38 @@ def test_the_same_seed_trains_the_same_weights_whatever_came_before():
     assert np.abs(other - first).max() > 1e-4
 
 
-def test_set_precision_takes_the_precision_vocabulary(monkeypatch):
+def test_set_compute_takes_the_compute_vocabulary(monkeypatch):
     previous = keras.config.dtype_policy()
     try:
         monkeypatch.setattr(hardware, "has_gpu", lambda: False)
         monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
-        assert training.set_precision("auto") == "bfloat16"
+        assert training.set_compute("auto") == "bfloat16"
         assert keras.config.dtype_policy().name == "mixed_bfloat16"
         monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2"}))
-        assert training.set_precision("auto") == "float32"
+        assert training.set_compute("auto") == "float32"
         assert keras.config.dtype_policy().name == "float32"
-        assert training.set_precision("float16") == "float16"
+        assert training.set_compute("float16") == "float16"
         assert keras.config.dtype_policy().name == "mixed_float16"
-        with pytest.raises(ValueError, match="`precision` must be one of .*'int8'"):
-            training.set_precision("int8")
+        with pytest.raises(ValueError, match="`compute` must be one of .*'int8'"):
+            training.set_compute("int8")
+        with pytest.warns(DeprecationWarning, match="`set_precision` is now `set_compute`"):
+            assert training.set_precision("float32") == "float32"  # its earlier name
     finally:
         keras.config.set_dtype_policy(previous)
 
 
 @pytest.mark.parametrize("old, new", sorted(DEPRECATED_POLICY_NAMES.items()))
-def test_set_precision_accepts_keras_policy_names_with_a_deprecation_warning(old, new):
+def test_set_compute_accepts_keras_policy_names_with_a_deprecation_warning(old, new):
     previous = keras.config.dtype_policy()
     try:
-        with pytest.warns(DeprecationWarning, match=f"use `precision='{new}'`"):
-            assert sk.set_precision(old) == new
+        with pytest.warns(DeprecationWarning, match=f"use `compute='{new}'`"):
+            assert sk.set_compute(old) == new
         assert keras.config.dtype_policy().name == old
     finally:
         keras.config.set_dtype_policy(previous)
 
 
-def test_precision_vocabulary_maps_to_policies():
+def test_compute_vocabulary_maps_to_policies():
     assert precision.policy_for("bfloat16") == "mixed_bfloat16"
     assert precision.policy_for("float32") == "float32"
     with pytest.warns(DeprecationWarning, match="use `dtype='float16'`"):

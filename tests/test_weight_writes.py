@@ -37,13 +37,13 @@ def keras_graph(encoder, texts):
 def paths(encoder):
     """Every inference path that may cache weights: `name -> vectors of TEXTS`."""
     return {
-        "encode float32": lambda: encoder.encode(TEXTS, precision="float32"),
-        "single query float32": lambda: encoder.encode(TEXTS[0], precision="float32")[None],
+        "encode float32": lambda: encoder.encode(TEXTS, compute="float32"),
+        "single query float32": lambda: encoder.encode(TEXTS[0], compute="float32")[None],
         "encode auto": lambda: encoder.encode(TEXTS),
         "single query auto": lambda: encoder.encode(TEXTS[0])[None],
         "predict": lambda: encoder.predict(TEXTS, verbose=0),
-        "encode int8": lambda: encoder.encode(TEXTS, precision="int8"),
-        "single query int8": lambda: encoder.encode(TEXTS[0], precision="int8")[None],
+        "encode int8": lambda: encoder.encode(TEXTS, compute="int8"),
+        "single query int8": lambda: encoder.encode(TEXTS[0], compute="int8")[None],
     }
 
 
@@ -132,8 +132,8 @@ def trainable_changed(encoder):
     model = sk.RegressionSiamese(encoder)
     model.compile(optimizer=keras.optimizers.Adam(0.01))
     model.fit((np.array(TEXTS[:2]), np.array(TEXTS[2:])), np.array([0.5, 0.5], "float32"), verbose=0)
-    encoder.encode(TEXTS, precision="float32")
-    encoder.encode(TEXTS[0], precision="float32")
+    encoder.encode(TEXTS, compute="float32")
+    encoder.encode(TEXTS[0], compute="float32")
     fit_partial(encoder)
 
 
@@ -197,9 +197,9 @@ def test_a_write_inside_a_graph_of_its_own_is_seen():
 def test_export_serves_the_weights_after_a_partial_fit(tmp_path):
     encoder = tiny()
     warm(encoder)
-    sk.export_saved_model(encoder, str(tmp_path / "before"), precision="float32")
+    sk.export_saved_model(encoder, str(tmp_path / "before"), compute="float32")
     fit_partial(encoder)
-    sk.export_saved_model(encoder, str(tmp_path / "after"), precision="float32")
+    sk.export_saved_model(encoder, str(tmp_path / "after"), compute="float32")
     served = tf.saved_model.load(str(tmp_path / "after")).signatures["serving_default"]
     (vectors,) = served(text=tf.constant(TEXTS)).values()
     np.testing.assert_allclose(vectors.numpy(), keras_graph(encoder, TEXTS), atol=1e-5)
@@ -258,14 +258,14 @@ def test_sequence_length_changed_after_first_use():
     encoder = tiny()
     long_text = "a man is playing guitar in the park"
     warm(encoder)
-    encoder.encode(long_text, precision="float32")
+    encoder.encode(long_text, compute="float32")
     encoder.preprocessor.sequence_length = 4
     for precision in ("float32", "auto", "int8"):
         with pytest.warns(UserWarning, match="longer than 4 tokens"):
-            single = encoder.encode(long_text, precision=precision)
+            single = encoder.encode(long_text, compute=precision)
         assert encoder.last_num_truncated == 1
         with pytest.warns(UserWarning, match="longer than 4 tokens"):
-            batch = encoder.encode([long_text, "a dog"], precision=precision)
+            batch = encoder.encode([long_text, "a dog"], compute=precision)
         assert encoder.last_num_truncated == 1
         expected = keras_graph(encoder, [long_text])[0]  # the functional model cuts at 4 too
         tolerance = 1e-5 if precision == "float32" else 0.05 * np.abs(expected).max()
@@ -277,12 +277,12 @@ def test_minilm_edited_guitar_row():
     """The reported case: one edited row of all-MiniLM-L6-v2's table ("guitar")."""
     encoder = sk.SentenceEncoder.from_preset(str(minilm_path()))
     probe = ["I play the guitar every evening.", "A dog runs in the park."]
-    encoder.encode(probe, precision="float32")
-    encoder.encode(probe[0], precision="float32")
+    encoder.encode(probe, compute="float32")
+    encoder.encode(probe[0], compute="float32")
     table = encoder.backbone.token_embedding.embeddings
     values = table.numpy()
     values[2858] *= -5
     table.assign(values)
     expected = keras_graph(encoder, probe)
-    np.testing.assert_allclose(encoder.encode(probe, precision="float32"), expected, atol=1e-5)
-    np.testing.assert_allclose(encoder.encode(probe[0], precision="float32"), expected[0], atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(probe, compute="float32"), expected, atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(probe[0], compute="float32"), expected[0], atol=1e-5)

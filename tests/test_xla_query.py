@@ -15,9 +15,9 @@ XLA = xla_query.XlaQueryRoute.name
 
 def test_one_short_text_takes_the_compiled_graph_and_matches_float32():
     encoder = tiny_encoder(normalize=True)
-    batch = encoder.encode([SHORT, "a dog"], precision="float32")
+    batch = encoder.encode([SHORT, "a dog"], compute="float32")
     for precision in ("float32", "bfloat16", "auto"):
-        single = encoder.encode([SHORT], precision=precision)
+        single = encoder.encode([SHORT], compute=precision)
         np.testing.assert_allclose(single[0], batch[0], atol=1e-5)  # float32 even when batches run bfloat16
     assert encoder.engine.verdicts.get(XLA, "float32") is True
     assert ("xla", "float32") in encoder.engine.graphs.functions
@@ -25,28 +25,28 @@ def test_one_short_text_takes_the_compiled_graph_and_matches_float32():
 
 def test_long_or_several_texts_take_the_usual_graph():
     encoder = tiny_encoder(sequence_length=64)
-    encoder.encode([SHORT, SHORT], precision="float32")
+    encoder.encode([SHORT, SHORT], compute="float32")
     assert encoder.engine.verdicts.get(XLA, "float32") is None  # never asked: no single short text yet
     long_text = "the cat " * 40
     assert int(encoder.preprocessor.tokenize([long_text])[0].row_lengths()[0]) > xla_query.MAX_TOKENS
-    alone = encoder.encode([long_text], precision="float32")
-    np.testing.assert_allclose(alone[0], encoder.encode([long_text, SHORT], precision="float32")[0], atol=1e-5)
+    alone = encoder.encode([long_text], compute="float32")
+    np.testing.assert_allclose(alone[0], encoder.encode([long_text, SHORT], compute="float32")[0], atol=1e-5)
 
 
 def test_follows_changed_weights():
     encoder = tiny_encoder()
-    before = encoder.encode([SHORT], precision="bfloat16")
+    before = encoder.encode([SHORT], compute="bfloat16")
     kernel = fused.block_parts(encoder.backbone.transformer_layers[-1]).intermediate.kernel
     kernel.assign_add(np.random.default_rng(0).normal(size=kernel.shape).astype("float32"))
-    after = encoder.encode([SHORT], precision="bfloat16")
-    reference = encoder.encode([SHORT, "a dog"], precision="float32")[0]
+    after = encoder.encode([SHORT], compute="bfloat16")
+    reference = encoder.encode([SHORT, "a dog"], compute="float32")[0]
     assert np.abs(after[0] - before[0]).max() > 1e-3
     np.testing.assert_allclose(after[0], reference, atol=1e-5)
 
 
 def test_a_wrong_compiled_graph_warns_and_is_not_used(monkeypatch):
     encoder = tiny_encoder()
-    reference = encoder.encode([SHORT, "a dog"], precision="float32")[0]
+    reference = encoder.encode([SHORT, "a dog"], compute="float32")[0]
     compiled = xla_query.XlaQueryRoute.compiled
 
     def corrupted(self):
@@ -55,12 +55,12 @@ def test_a_wrong_compiled_graph_warns_and_is_not_used(monkeypatch):
 
     monkeypatch.setattr(xla_query.XlaQueryRoute, "compiled", corrupted)
     with pytest.warns(UserWarning, match="single-query graph .* diverges"):
-        out = encoder.encode([SHORT], precision="float32")
+        out = encoder.encode([SHORT], compute="float32")
     assert encoder.engine.verdicts.get(XLA, "float32") is False
     np.testing.assert_allclose(out[0], reference, atol=1e-5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        encoder.encode([SHORT], precision="float32")  # warned once
+        encoder.encode([SHORT], compute="float32")  # warned once
 
 
 def test_pad_to_bucket_is_bounded_by_the_model_length():

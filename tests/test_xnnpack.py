@@ -43,51 +43,51 @@ def min_cosine(a, b):
 
 def test_int8_encode_runs_through_xnnpack_close_to_float32(vnni_encoder):
     encoder = vnni_encoder()
-    reference = encoder.encode(TEXTS, precision="float32")
-    out = encoder.encode(TEXTS, precision="int8", batch_size=2)  # several batches and widths
+    reference = encoder.encode(TEXTS, compute="float32")
+    out = encoder.encode(TEXTS, compute="int8", batch_size=2)  # several batches and widths
     assert encoder.engine.route("int8") == ("xnnpack", "int8")
     assert isinstance(encoder.engine.runner("int8"), xnnpack.Runner)
     assert min_cosine(out, reference) > 0.99
     # One query (tokenised outside the graph) is its row of the batch.
-    np.testing.assert_allclose(encoder.encode(TEXTS[2], precision="int8"), out[2], atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(TEXTS[2], compute="int8"), out[2], atol=1e-5)
     # The SavedModel route stays on TensorFlow graphs.
     assert encoder.engine.plan("int8")[0] != "xnnpack"
 
 
 def test_like_export_runs_the_saved_models_graph_and_does_not_depend_on_the_batch(vnni_encoder):
     encoder = vnni_encoder()
-    whole = encoder.encode(TEXTS, precision="int8", like_export=True)
+    whole = encoder.encode(TEXTS, compute="int8", like_export=True)
     assert not isinstance(encoder.engine.runner("int8", like_export=True), xnnpack.Runner)
     # Activations are quantized per row: batches of 2, or one text alone, give the same vectors.
-    pairs = encoder.encode(TEXTS, precision="int8", like_export=True, batch_size=2)
+    pairs = encoder.encode(TEXTS, compute="int8", like_export=True, batch_size=2)
     np.testing.assert_allclose(pairs, whole, atol=1e-5)
-    np.testing.assert_allclose(encoder.encode(TEXTS[1], precision="int8", like_export=True), whole[1], atol=1e-5)
-    assert min_cosine(whole, encoder.encode(TEXTS, precision="int8")) > 0.99
+    np.testing.assert_allclose(encoder.encode(TEXTS[1], compute="int8", like_export=True), whole[1], atol=1e-5)
+    assert min_cosine(whole, encoder.encode(TEXTS, compute="int8")) > 0.99
 
 
 def test_xnnpack_follows_new_weights(vnni_encoder):
     encoder, fresh = vnni_encoder(seed=1), vnni_encoder(seed=2)
-    before = encoder.encode(TEXTS, precision="int8")
+    before = encoder.encode(TEXTS, compute="int8")
     version = encoder.engine.routes["XNNPACK int8"].runner().version
     for variable, value in zip(encoder.backbone.weights, fresh.backbone.weights):
         variable.assign(value)
-    expected = fresh.encode(TEXTS, precision="int8")
-    np.testing.assert_allclose(encoder.encode(TEXTS[:1], precision="int8"), expected[:1], atol=1e-5)
-    np.testing.assert_allclose(encoder.encode(TEXTS, precision="int8"), expected, atol=1e-5)
+    expected = fresh.encode(TEXTS, compute="int8")
+    np.testing.assert_allclose(encoder.encode(TEXTS[:1], compute="int8"), expected[:1], atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(TEXTS, compute="int8"), expected, atol=1e-5)
     assert min_cosine(before, expected) < 0.9  # the weights did change
     assert encoder.engine.routes["XNNPACK int8"].runner().version == version + 1  # converted once more
 
 
 def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch, vnni_encoder):
     encoder = vnni_encoder()
-    reference = encoder.encode(TEXTS, precision="float32")
+    reference = encoder.encode(TEXTS, compute="float32")
 
     def wrong(self, token_ids, padding_mask):
         return np.random.default_rng(0).normal(size=(len(token_ids), 8)).astype("float32")
 
     monkeypatch.setattr(xnnpack.Runner, "__call__", wrong)
     with pytest.warns(UserWarning, match="XNNPACK int8 graph .* diverges .* oneDNN int8 route"):
-        out = encoder.encode(TEXTS, precision="int8")
+        out = encoder.encode(TEXTS, compute="int8")
     assert encoder.engine.route("int8") == encoder.engine.plan("int8") != ("xnnpack", "int8")
     assert min_cosine(out, reference) > 0.99
 
@@ -98,9 +98,9 @@ def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch, vnni_
 
     monkeypatch.setattr(xnnpack, "convert", broken)
     encoder = vnni_encoder()
-    reference = encoder.encode(TEXTS, precision="float32")
+    reference = encoder.encode(TEXTS, compute="float32")
     with pytest.warns(UserWarning, match="could not convert .* converter failed on op Foo"):
-        out = encoder.encode(TEXTS, precision="int8")
+        out = encoder.encode(TEXTS, compute="int8")
     assert encoder.engine.route("int8")[0] != "xnnpack"
     assert min_cosine(out, reference) > 0.99
 
@@ -110,8 +110,8 @@ def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, 
     if flags is None:
         monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
     encoder = vnni_encoder(flags or VNNI)
-    reference = encoder.encode(TEXTS, precision="float32")
-    out = encoder.encode(TEXTS, precision="int8")
+    reference = encoder.encode(TEXTS, compute="float32")
+    out = encoder.encode(TEXTS, compute="int8")
     assert encoder.engine.route("int8")[0] != "xnnpack"
     assert encoder.engine.routes["XNNPACK int8"].interpreter is None  # nothing converted
     assert encoder.engine.verdicts.get("XNNPACK int8", "int8") is None  # never checked
@@ -133,7 +133,7 @@ def test_keras_quantized_encoder_runs_xnnpack_by_default(on_host):
 
 def test_runner_serialises_calls_from_threads(vnni_encoder):
     encoder = vnni_encoder()
-    encoder.encode(TEXTS, precision="int8")
+    encoder.encode(TEXTS, compute="int8")
     run = encoder.engine.routes["XNNPACK int8"].runner()
     rng = np.random.default_rng(0)
     batches = []

@@ -8,14 +8,14 @@ It lives beside the peer scripts because it follows the same protocol
 (`peer_common.variant_parser` / `run_variant`: one JSON line, embeddings
 saved to --out), so both sides are timed by the same code. Variants:
   encode_float32, encode_bfloat16, encode_int8, encode_auto
-      `SentenceEncoder.from_preset(model).encode(texts, batch_size=32, precision=P)`;
-      a precision the library refuses (ValueError/TypeError on a probe)
+      `SentenceEncoder.from_preset(model).encode(texts, batch_size=32, compute=P)`;
+      a compute path the library refuses (ValueError/TypeError on a probe)
       prints `{"skipped": reason}`;
   keras_int8   `encoder.quantize("int8")` (the Keras API), then `encode(texts)`;
   predict      `encoder.predict(np.array(texts), batch_size=32)`;
-  export_P     `export_saved_model(encoder, --work/saved_model_P[, precision=P])`
-               (P = default: no precision argument; P = keras_int8:
-               `encoder.quantize("int8")` first, then no precision argument);
+  export_P     `export_saved_model(encoder, --work/saved_model_P[, compute=P])`
+               (P = default: no compute argument; P = keras_int8:
+               `encoder.quantize("int8")` first, then no compute argument);
                reports the export time;
   flops        no timing of an encoder: the FLOPs of a BERT forward over the
                texts' real tokens (`encode_throughput.FlopModel`), and the GFLOP/s
@@ -96,7 +96,7 @@ def encode_function(args, encoder):
         except Exception as error:  # noqa: BLE001 - any refusal is reported, not raised
             return f"encoder.quantize('int8') failed: {type(error).__name__}: {error}", {}
     else:
-        kwargs["precision"] = args.variant.split("_", 1)[1]
+        kwargs["compute"] = args.variant.split("_", 1)[1]
     try:
         encoder.encode(["probe"], show_progress=False, **kwargs)
     except (ValueError, TypeError) as error:
@@ -110,7 +110,7 @@ def export(args):
     encoder = load_encoder(args)
     path = saved_model_dir(args)
     precision = args.variant.split("_", 1)[1]
-    kwargs = {} if precision in ("default", "keras_int8") else {"precision": precision}
+    kwargs = {} if precision in ("default", "keras_int8") else {"compute": precision}
     if precision == "keras_int8":
         try:
             encoder.quantize("int8")
@@ -126,7 +126,7 @@ def export(args):
         variant=args.variant,
         export_seconds=time.perf_counter() - start,
         path=str(path),
-        engine_plan=engine_plan(encoder, kwargs.get("precision"), method="plan"),
+        engine_plan=engine_plan(encoder, kwargs.get("compute"), method="plan"),
         **kwargs,
     )
     return 0
@@ -250,7 +250,7 @@ def main():
 
         def warning_messages():
             unique = dict.fromkeys(f"{w.category.__name__}: {w.message}"[:300] for w in caught)
-            plan = encoder is not None and engine_plan(encoder, info.get("precision"))
+            plan = encoder is not None and engine_plan(encoder, info.get("compute"))
             return {"warnings": list(unique)[:5], **({"engine_plan": plan} if plan else {})}
 
         peer_common.run_variant(

@@ -62,7 +62,7 @@ def _training_section(run):
         ("Batch size", run.get("batch_size")),
         ("Learning rate", run.get("learning_rate")),
         ("Seed", run.get("seed")),
-        ("Precision", run.get("precision")),
+        ("Compute", run.get("compute", run.get("precision"))),
         ("Teacher", run.get("teacher")),
         ("Training time (s)", run.get("train_seconds")),
     ]

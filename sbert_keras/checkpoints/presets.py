@@ -257,7 +257,7 @@ def _load(cls, preset, load_weights=True, pooling=None, normalize=None, sequence
         if pooling is not None or normalize is not None or dtype is not None or kwargs:
             raise ValueError(
                 f"Only `sequence_length` can be changed when loading {preset}; "
-                "`encode` takes `normalize=` and `precision=` per call."
+                "`encode` takes `normalize=` and `compute=` per call."
             )
         return load_keras_encoder(preset, cls, sequence_length)[0]
     overrides = {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}

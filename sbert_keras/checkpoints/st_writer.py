@@ -207,7 +207,7 @@ class SentenceTransformersExport:
         """Writes the encoder as a sentence-transformers folder; returns its path.
 
         `SentenceTransformer(folder)` (sentence-transformers 6) reproduces
-        `encode(precision="float32")`, `transformers.AutoModel` loads the
+        `encode(compute="float32")`, `transformers.AutoModel` loads the
         weights, and `SentenceEncoder.from_preset(folder)` gives this encoder
         back. Written by `sbert_keras.checkpoints.st_writer`, atomically:
         the folder appears complete or not at all.

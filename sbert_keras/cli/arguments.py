@@ -17,8 +17,10 @@ from sbert_keras.cli.flag_types import dimensions
 from sbert_keras.cli.flag_types import finite_float
 from sbert_keras.cli.flag_types import non_negative_float
 from sbert_keras.cli.flag_types import non_negative_int
+from sbert_keras.cli.flag_types import output_precision
 from sbert_keras.cli.flag_types import positive_int
-from sbert_keras.cli.flag_types import training_precision
+from sbert_keras.cli.flag_types import removed_precision
+from sbert_keras.cli.flag_types import training_compute
 from sbert_keras.utils import backends
 from sbert_keras.utils import defaults
 
@@ -72,13 +74,13 @@ def add_prompt_flags(p, inside=""):
     )
 
 
-def add_precision_flags(p, what, step):
-    """`--precision` and `--quantize` of `encode` and `export` (`what` runs the matmuls; `step` is the command's)."""
+def add_compute_flags(p, what, step):
+    """`--compute` and `--quantize` of `encode` and `export` (`what` runs the matmuls; `step` is the command's)."""
     p.add_argument(
-        "--precision",
-        default="auto",
-        choices=list(defaults.PRECISIONS),
-        help=f"matmul precision of {what}; auto: the fastest that passes the self-check on this machine "
+        "--compute",
+        default=defaults.ENCODE_COMPUTE,
+        choices=list(defaults.COMPUTES),
+        help=f"dtype the matmuls of {what} run in; auto: the fastest that passes the self-check on this machine "
         "(bf16 on CPUs with AVX512-BF16/AMX, float16 on a GPU, else float32)",
     )
     p.add_argument(
@@ -86,6 +88,11 @@ def add_precision_flags(p, what, step):
         choices=["int8"],
         help=f"Keras int8 weight quantization of the model before {step} (default: none)",
     )
+
+
+def add_removed_precision_flag(p):
+    """A hidden `--precision` that names `--compute`, its name in earlier releases."""
+    p.add_argument("--precision", type=removed_precision, help=argparse.SUPPRESS)
 
 
 def add_train_arguments(p):
@@ -164,13 +171,14 @@ def add_train_arguments(p):
         help="back up every N training steps (and at each epoch end)",
     )
     p.add_argument(
-        "--precision",
-        default="auto",
-        type=training_precision,
-        metavar="{" + ",".join(defaults.POLICY_PRECISIONS) + "}",
-        help="matmul precision of training (a Keras mixed policy); auto: float16 on a GPU, "
+        "--compute",
+        default=defaults.ENCODE_COMPUTE,
+        type=training_compute,
+        metavar="{" + ",".join(defaults.POLICY_COMPUTES) + "}",
+        help="dtype the matmuls of training run in (a Keras mixed policy); auto: float16 on a GPU, "
         "bf16 on CPUs with AVX512-BF16/AMX, else float32",
     )
+    add_removed_precision_flag(p)
     p.add_argument(
         "--sequence-length",
         type=int,
@@ -229,11 +237,19 @@ def add_encode_arguments(p):
         action=argparse.BooleanOptionalAction,
         help="L2-normalise the vectors, or not (default: what the model's configuration says)",
     )
-    add_precision_flags(p, "encoding", "encoding")
+    add_compute_flags(p, "encoding", "encoding")
+    p.add_argument(
+        "--precision",
+        default=defaults.ENCODE_PRECISION,
+        type=output_precision,
+        metavar="{" + ",".join(defaults.PRECISIONS) + "}",
+        help="dtype of the saved embeddings, as sentence-transformers' encode(precision=): float32, or "
+        "quantized: int8/uint8 (buckets from these texts' ranges), binary/ubinary (8 dimensions a byte)",
+    )
     p.add_argument(
         "--like-export",
         action="store_true",
-        help="compute what a SavedModel exported with the same --precision serves (its TensorFlow graph); "
+        help="compute what a SavedModel exported with the same --compute serves (its TensorFlow graph); "
         "for a corpus whose queries an int8 SavedModel will embed (default: the fastest route)",
     )
     add_prompt_flags(p)
@@ -301,7 +317,8 @@ def add_export_arguments(p):
         "(appears when complete)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output (refused otherwise)")
-    add_precision_flags(p, "the served graph", "exporting")
+    add_compute_flags(p, "the served graph", "exporting")
+    add_removed_precision_flag(p)
     add_prompt_flags(p, inside="in the graph ")
 
 

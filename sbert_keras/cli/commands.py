@@ -192,15 +192,18 @@ def cmd_encode(args):
         batch_size=args.batch_size,
         normalize=args.normalize,
         precision=args.precision,
+        compute=args.compute,
         show_progress=True,
         like_export=args.like_export,
         **prompt_options(args),
     )
     path = outputs.save_npy(args.output, embeddings)
-    route = encoder.engine.plan(args.precision) if args.like_export else encoder.engine.route(args.precision)
+    route = encoder.engine.plan(args.compute) if args.like_export else encoder.engine.route(args.compute)
     return {
         "texts": len(texts),
-        "dim": int(embeddings.shape[1]),
+        "dim": args.truncate_dim or encoder.embedding_dim,
+        "precision": args.precision,
+        "dtype": str(embeddings.dtype),
         "output": path,
         "truncated": encoder.last_num_truncated,
         "route": "/".join(route),
@@ -307,18 +310,18 @@ def cmd_export(args):
     """Writes the SavedModel beside `--output`, then renames it; prints what its `complete.json` records.
 
     `sbert_keras.cli.flag_checks` refused an earlier export in `--output` without `--overwrite`. The
-    printed `precision` is the one the served graph runs (what `--precision auto` chose), and
+    printed `compute` is the one the served graph runs (what `--compute auto` chose), and
     `client_requires` / `client_note` say what a Python client imports before loading it.
     """
     encoder = quantized(load_encoder(args.model)[0], args.quantize)
     path = export_saved_model(
-        encoder, args.output, args.overwrite, args.precision, batch_size=args.batch_size, **prompt_options(args)
+        encoder, args.output, args.overwrite, args.compute, batch_size=args.batch_size, **prompt_options(args)
     )
     with open(os.path.join(path, outputs.MARKER), encoding="utf-8") as f:
         marker = json.load(f)
     return {
         "saved_model": args.output,
-        "precision": marker["precision"],
+        "compute": marker["compute"],
         "signature": "serving_default",
         "input": "text: string[None]",
         "output": f"embeddings: float32[None, {args.truncate_dim or encoder.embedding_dim}]",

@@ -7,7 +7,7 @@
 encoder with its prompts and full dimension, so the flags that change what
 a SavedModel serves (`--quantize`, `--prompt`, `--prompt-name`,
 `--truncate-dim`) are refused with it, before TensorFlow is imported
-(`flag_checks.check_export`); `--precision` is not read.
+(`flag_checks.check_export`); `--compute` is not read.
 """
 
 import os

@@ -67,16 +67,42 @@ def dimensions(text):
     return dims
 
 
-def training_precision(text):
-    """argparse `type` of `train --precision`: a word of `defaults.POLICY_PRECISIONS`.
+def training_compute(text):
+    """argparse `type` of `train --compute`: a word of `defaults.POLICY_COMPUTES`.
 
     A Keras policy name (`mixed_bfloat16`) is still accepted: it is replaced
     by its word, with a deprecation note on stderr.
     """
     if text in defaults.DEPRECATED_POLICY_NAMES:
         word = defaults.DEPRECATED_POLICY_NAMES[text]
-        print(f"sbert-keras: --precision {text} is deprecated; use --precision {word}.", file=sys.stderr)
+        print(f"sbert-keras: --compute {text} is deprecated; use --compute {word}.", file=sys.stderr)
         return word
-    if text not in defaults.POLICY_PRECISIONS:
-        raise argparse.ArgumentTypeError(f"must be one of {', '.join(defaults.POLICY_PRECISIONS)}, got {text!r}")
+    if text not in defaults.POLICY_COMPUTES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(defaults.POLICY_COMPUTES)}, got {text!r}")
     return text
+
+
+training_precision = training_compute  # its name in earlier releases
+
+
+def output_precision(text):
+    """argparse `type` of `encode --precision`: a word of `defaults.PRECISIONS` (the output embeddings' dtype).
+
+    A compute word (`auto`, `bfloat16`, `float16`), what `--precision` meant
+    in earlier releases, is refused with a pointer to `--compute`.
+    """
+    if text in defaults.PRECISIONS:
+        return text
+    if text in defaults.COMPUTES:
+        raise argparse.ArgumentTypeError(
+            f"{text} names a compute path; use --compute {text} (--precision now quantizes the output "
+            f"embeddings as in sentence-transformers: {', '.join(defaults.PRECISIONS)})"
+        )
+    raise argparse.ArgumentTypeError(f"must be one of {', '.join(defaults.PRECISIONS)}, got {text!r}")
+
+
+def removed_precision(text):
+    """argparse `type` of `train --precision` and `export --precision`: refused, naming `--compute`."""
+    raise argparse.ArgumentTypeError(
+        f"renamed --compute: use --compute {text} (--precision now names the output quantization of encode)"
+    )

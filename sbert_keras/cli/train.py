@@ -53,7 +53,7 @@ def cmd_train(args):
 
     Every flag, the data and the output folder are checked before the model
     loads; the backup is saved every `--save-every` steps and tied to this
-    run's configuration and data. `--precision` sets Keras' global dtype
+    run's configuration and data. `--compute` sets Keras' global dtype
     policy for the run only: the caller's policy is restored afterwards
     (`main()` may run in a notebook or a test process).
     """
@@ -119,7 +119,7 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
     outputs.prepare_dir(target, overwrite=args.overwrite)  # again, now that no other run can write it
     work = outputs.partial_dir(target)
     try:
-        precision = training.set_precision(args.precision)
+        compute = training.set_compute(args.compute)
         encoder, _ = load_encoder(args.model, sequence_length=args.sequence_length)
         teacher = load_encoder(args.teacher)[0] if args.teacher else None
         before = evaluate_all(encoder, sts=dev) if dev_is_sts(dev) else {}
@@ -160,7 +160,7 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
         report = {
             "objective": args.objective,
             "model": args.model,
-            "precision": precision,
+            "compute": compute,
             "backend": keras.backend.backend(),
             "train_file": args.train,
             "dev_file": args.dev,
@@ -182,7 +182,7 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             "readme": os.path.join(args.output, outputs.RUN_README),
         }
         outputs.write_json(os.path.join(work, "metrics.json"), report)
-        keys = ("objective", "epochs", "train_examples", "precision", "backend", "seed")
+        keys = ("objective", "epochs", "train_examples", "compute", "backend", "seed")
         settings = {key: report[key] for key in keys}
         settings.update(batch_size=args.batch_size, learning_rate=args.lr, train_seconds=report["train_seconds"])
         files = run_readme.write_run_readme(work, command_line(args), settings, shown_as=args.output)

@@ -68,8 +68,9 @@ from sbert_keras.utils import backends
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import BEAM_BATCH_SIZE
+from sbert_keras.utils.defaults import COMPUTES
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
-from sbert_keras.utils.defaults import PRECISIONS
+from sbert_keras.utils.defaults import ENCODE_COMPUTE
 
 # A bad input line fails a worker; runners re-raise it as a RuntimeError whose
 # text holds the original "DataFormatError: <file>, line <n>: <reason>".
@@ -91,7 +92,7 @@ class SentenceEncoderModelHandler(ModelHandler):
         model: str. For `SentenceEncoder.from_preset`: a sentence-transformers
             folder, a `.keras` file or a `sbert-keras train` output folder.
         batch_size: int. Texts per forward pass of `encode`.
-        precision: str. `encode`'s precision (`"auto"`, `"float32"`, ...).
+        compute: str. `encode`'s compute path (`"auto"`, `"float32"`, ...).
         normalize: bool or None. `encode`'s `normalize`.
         min_batch_size: int. Smallest Beam batch.
         max_batch_size: int. Largest Beam batch.
@@ -99,7 +100,7 @@ class SentenceEncoderModelHandler(ModelHandler):
 
     Example:
     ```python
-    handler = KeyedModelHandler(SentenceEncoderModelHandler("model.keras", precision="float32"))
+    handler = KeyedModelHandler(SentenceEncoderModelHandler("model.keras", compute="float32"))
     pairs | RunInference(handler)  # (id, PredictionResult(text, vector))
     ```
     """
@@ -108,7 +109,7 @@ class SentenceEncoderModelHandler(ModelHandler):
         self,
         model,
         batch_size=ENCODE_BATCH_SIZE,
-        precision="auto",
+        compute=ENCODE_COMPUTE,
         normalize=None,
         min_batch_size=BEAM_BATCH_SIZE,
         max_batch_size=BEAM_BATCH_SIZE,
@@ -118,12 +119,12 @@ class SentenceEncoderModelHandler(ModelHandler):
         check_positive_int(batch_size, "batch_size")
         check_positive_int(min_batch_size, "min_batch_size")
         check_positive_int(max_batch_size, "max_batch_size")
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, received {precision!r}.")
+        if compute not in COMPUTES:
+            raise ValueError(f"`compute` must be one of {COMPUTES}. Received {compute!r}.")
         super().__init__(min_batch_size=min_batch_size, max_batch_size=max(min_batch_size, max_batch_size), **kwargs)
         self.model = os.fspath(model)
         self.batch_size = batch_size
-        self.precision = precision
+        self.compute = compute
         self.normalize = normalize
 
     def load_model(self):
@@ -132,7 +133,7 @@ class SentenceEncoderModelHandler(ModelHandler):
 
     def run_inference(self, batch, model, inference_args=None):
         """`PredictionResult(text, float32 vector)` for each text of `batch`."""
-        texts, options = list(batch), {"precision": self.precision, "normalize": self.normalize}
+        texts, options = list(batch), {"compute": self.compute, "normalize": self.normalize}
         vectors = model.encode(texts, batch_size=self.batch_size, show_progress=False, **options)
         return [PredictionResult(text, vector, self.model) for text, vector in zip(texts, vectors)]
 
@@ -206,7 +207,7 @@ def embed_corpus(
     model,
     input,
     output,
-    precision="auto",
+    compute=ENCODE_COMPUTE,
     pipeline_args=(),
     batch_size=ENCODE_BATCH_SIZE,
     beam_batch_size=BEAM_BATCH_SIZE,
@@ -222,7 +223,7 @@ def embed_corpus(
             once, for the embedding size of the Parquet schema).
         input: str. A file or glob of text lines or JSON lines `{"id", "text"}`.
         output: str. The local output folder; it appears when complete.
-        precision: str. `encode`'s precision.
+        compute: str. `encode`'s compute path.
         pipeline_args: list of str. Beam options (`--runner`, ...).
         batch_size: int. Texts per forward pass.
         beam_batch_size: int. Texts per Beam batch (sorted by `encode`).
@@ -249,7 +250,7 @@ def embed_corpus(
     if worker_threads is not None:
         env_vars["TF_NUM_INTRAOP_THREADS"] = str(check_positive_int(worker_threads, "worker_threads"))
     sizes = {"min_batch_size": beam_batch_size, "max_batch_size": beam_batch_size}
-    handler = SentenceEncoderModelHandler(model, batch_size, precision, normalize, env_vars=env_vars, **sizes)
+    handler = SentenceEncoderModelHandler(model, batch_size, compute, normalize, env_vars=env_vars, **sizes)
     files = match_input(input)
     is_jsonl(files[0], input_format)  # checks `input_format` before any work
     target = prepare_output(output, overwrite)
@@ -265,7 +266,7 @@ def embed_corpus(
         with disk_space.disk_full_as_error(target, needed):
             shards = write_shards(pipeline_args, files, handler, work, dim, input_format, scanned.texts)
             marker = {"command": "embed-corpus", "model": os.fspath(model), "input": os.fspath(input)}
-            marker.update(texts=scanned.texts, dim=dim, precision=precision, shards=shards)
+            marker.update(texts=scanned.texts, dim=dim, compute=compute, shards=shards)
             marker["sha256"] = shard_checksums(work, shards)  # `read_embeddings` refuses a shard changed since
             outputs.finalize_dir(work, target, marker)
     finally:
@@ -310,5 +311,5 @@ def run(args):
     options = {name: getattr(args, name) for name in names}
     beam_args = getattr(args, "pipeline_args", None) or []
     return embed_corpus(
-        args.model, args.input, args.output, args.precision, beam_args, normalize=args.normalize, **options
+        args.model, args.input, args.output, args.compute, beam_args, normalize=args.normalize, **options
     )

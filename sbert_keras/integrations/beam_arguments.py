@@ -11,9 +11,15 @@ not know (`--runner`, `--direct_num_workers`, ...) go to Beam.
 import argparse
 
 from sbert_keras.utils.defaults import BEAM_BATCH_SIZE
+from sbert_keras.utils.defaults import COMPUTES
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
+from sbert_keras.utils.defaults import ENCODE_COMPUTE
 from sbert_keras.utils.defaults import INPUT_FORMATS
-from sbert_keras.utils.defaults import PRECISIONS
+
+
+def _removed_precision(text):
+    """argparse `type` of the hidden `--precision`: refused, naming `--compute` (its new name)."""
+    raise argparse.ArgumentTypeError(f"renamed --compute: use --compute {text}")
 
 
 def add_arguments(parser):
@@ -27,11 +33,12 @@ def add_arguments(parser):
     )
     parser.add_argument("--output", required=True, help="output folder of Parquet shards (appears when complete)")
     parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=list(PRECISIONS),
-        help="matmul precision of encode; auto: the fastest that passes the self-check on the worker",
+        "--compute",
+        default=ENCODE_COMPUTE,
+        choices=list(COMPUTES),
+        help="dtype the matmuls of encode run in; auto: the fastest that passes the self-check on the worker",
     )
+    parser.add_argument("--precision", type=_removed_precision, help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=ENCODE_BATCH_SIZE, help="texts per forward pass")
     parser.add_argument(
         "--beam-batch-size",

@@ -12,6 +12,6 @@ BPE; `sentencepiece_tokenizer`: XLM-R's SentencePiece at every space, with
 `sentencepiece_proto`, the reader of its model file; `tokenizer_pipeline`: each tokenizer as the
 `tokenizer.json` Hugging Face's `tokenizers` reads; `host_tokenizer`: the same ids on the host, with
 `tokenizers`, for JAX and PyTorch), plus the
-checks of a backbone's configuration (`backbone_config`) and the precision
+checks of a backbone's configuration (`backbone_config`) and the compute
 vocabulary (`precision`). Nothing here runs inference or reads checkpoints.
 """

@@ -6,7 +6,9 @@ surrogates, a length that leaves no room for a token) with messages that
 name the item or the argument. On TensorFlow the preprocessor tokenises
 inside the graph (`tf.data`, the SavedModel); on JAX and PyTorch it
 tokenises on the host with `tokenizers` (`model.host_tokenizer`), with the
-same ids: `host_token_ids`, `host_inputs` and `pad_rows`.
+same ids: `host_token_ids`, `host_inputs` and `pad_rows`. `is_raw_text`
+and `is_single_text` say which inputs of `predict`, `__call__` and
+`encode` are text (and one text).
 """
 
 import numbers
@@ -286,3 +288,39 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
         config = super().get_config()
         config.update({"include_segment_ids": self.include_segment_ids, "added_tokens": self.added_tokens})
         return config
+
+
+def holds_strings(x):
+    """Whether the array, tensor or `KerasTensor` `x` has a string (or numpy object) dtype."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype.kind in "USO"
+    if dtype is None or not backends.tensorflow_loaded():
+        return dtype in ("string", "str")  # a KerasTensor's dtype name; no TensorFlow string tensors exist
+    return tf.as_dtype(dtype) == tf.string
+
+
+def is_raw_text(x):
+    """Whether `predict` / `__call__` hand `x` to `encode` (whose `check_texts` accepts or refuses it).
+
+    Strings, lists and tuples (empty ones too) and string arrays or eager
+    string tensors of any rank are text: `check_texts` encodes them or names
+    the bad item. Token ids (a dict, numeric arrays or tensors, or a list of
+    them), datasets and symbolic tensors keep the Keras path.
+    """
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, (list, tuple)):
+        return not x or not all(isinstance(t, dict) or (hasattr(t, "dtype") and not holds_strings(t)) for t in x)
+    if isinstance(x, np.ndarray):
+        return holds_strings(x)
+    if backends.is_tf_tensor(x, ragged=True):  # eager only: a symbolic tensor keeps the Keras path
+        return holds_strings(x) and tf.executing_eagerly()
+    return False
+
+
+def is_single_text(x):
+    """Whether `x` is one text: a string, or a 0-d string array or tensor (`encode` returns one vector)."""
+    if isinstance(x, (str, bytes)):
+        return True
+    return (isinstance(x, np.ndarray) or backends.is_tf_tensor(x)) and len(x.shape) == 0 and holds_strings(x)

@@ -168,7 +168,7 @@ class PromptsMixin:
             texts: a string or a list of strings.
             prompt: str or None. An explicit prefix.
             prompt_name: str or None. A key of `encoder.prompts`.
-            **kwargs: the other `encode` arguments (`truncate_dim`, `batch_size`, ...).
+            **kwargs: the other `encode` arguments (`truncate_dim`, `batch_size`, `precision`, `compute`, ...).
         """
         return self._encode_for(QUERY_PROMPT_NAMES, texts, prompt, prompt_name, kwargs)
 
@@ -182,6 +182,6 @@ class PromptsMixin:
             texts: a string or a list of strings.
             prompt: str or None. An explicit prefix.
             prompt_name: str or None. A key of `encoder.prompts`.
-            **kwargs: the other `encode` arguments (`truncate_dim`, `batch_size`, ...).
+            **kwargs: the other `encode` arguments (`truncate_dim`, `batch_size`, `precision`, `compute`, ...).
         """
         return self._encode_for(DOCUMENT_PROMPT_NAMES, texts, prompt, prompt_name, kwargs)

@@ -48,6 +48,7 @@ from sbert_keras.retrieval.index_files import KINDS
 from sbert_keras.retrieval.index_files import QUANTIZED_KINDS
 from sbert_keras.retrieval.index_files import read_folder
 from sbert_keras.retrieval.index_files import write_folder
+from sbert_keras.retrieval.quantization import refuse_quantized
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_finite
 from sbert_keras.utils.checks import check_positive_int
@@ -70,7 +71,8 @@ def _require_faiss():
 
 
 def _normalized(x, name, dim=None):
-    """`x` as a finite, L2-normalised float32 `(n, dim)` array (a vector is one row)."""
+    """`x` as a finite, L2-normalised float32 `(n, dim)` array (a vector is one row); int8 codes are refused."""
+    refuse_quantized(x, name)
     try:
         x = np.asarray(x, dtype=np.float32)
     except (TypeError, ValueError) as error:

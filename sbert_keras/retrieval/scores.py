@@ -18,6 +18,7 @@ sim = similarity_matrix(np.eye(3, dtype="float32"))
 import numpy as np
 from tqdm.auto import tqdm
 
+from sbert_keras.retrieval.quantization import refuse_quantized
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_finite
 from sbert_keras.utils.defaults import NORM_EPSILON as EPSILON  # noqa: F401 (public here too)
@@ -29,7 +30,10 @@ def as_matrix(x, name):
     """`x` as a finite float32 `(n, dim)` array; a 1-D vector becomes one row.
 
     An empty sequence is `(0, 0)`; a NaN or inf raises naming the row.
+    int8 and uint8 arrays are quantized embeddings (`encode(precision=...)`),
+    whose buckets or packed bits are no float vectors: they are refused.
     """
+    refuse_quantized(x, name)
     try:
         x = np.asarray(x, dtype=np.float32)
     except (TypeError, ValueError) as error:

@@ -50,6 +50,7 @@ from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
+from sbert_keras.utils.defaults import ENCODE_COMPUTE
 
 # What a Python client imports before `tf.saved_model.load`, recorded in the export's `complete.json`.
 CLIENT_REQUIRES = ("tensorflow", "tensorflow_text")
@@ -229,26 +230,26 @@ class Int8Guard(_MODULE_BASE):
         return tf.equal(tf.cond(tf.equal(state, UNCHECKED), self.check, lambda: state), INT8_OK)
 
 
-def serving_forward(engine, precision="auto", matmul_policy=None):
+def serving_forward(engine, compute=ENCODE_COMPUTE, matmul_policy=None):
     """`(forward, trackables, plan)` for a SavedModel from an `InferenceEngine`.
 
-    An untraced forward function (what `engine.plan(precision)` picks: the
+    An untraced forward function (what `engine.plan(compute)` picks: the
     fused graph or the Keras graph), the objects holding the variables it
     reads, and the plan. The served weights never change, so int8 matmuls
     run with constant weights (oneDNN keeps their layout) unless
     `matmul_policy` (an `int8.MatmulPolicy`) says otherwise.
     """
-    kind, precision = engine.plan(precision)
+    kind, resolved = engine.plan(compute)
     encoder = engine.encoder
     if kind == "fused":
-        weights = engine.fused_weights(precision)
+        weights = engine.fused_weights(resolved)
         projections = list(getattr(encoder, "projections", None) or [])
-        if matmul_policy is None and precision == "int8":
+        if matmul_policy is None and resolved == "int8":
             matmul_policy = int8.MatmulPolicy.for_host(engine.host, constant_weights=True)
         forward = fused.build_forward(encoder, weights, matmul_policy=matmul_policy)
-        return forward, [weights.module] + projections, (kind, precision)
-    model = engine.keras_model(precision)
-    return keras_forward(model), [model], (kind, precision)
+        return forward, [weights.module] + projections, (kind, resolved)
+    model = engine.keras_model(resolved)
+    return keras_forward(model), [model], (kind, resolved)
 
 
 def saved_model_bytes(endpoint):
@@ -280,7 +281,7 @@ def export_saved_model(
     encoder,
     path,
     overwrite=False,
-    precision="auto",
+    compute=ENCODE_COMPUTE,
     batch_size=ENCODE_BATCH_SIZE,
     prompt=None,
     prompt_name=None,
@@ -297,18 +298,17 @@ def export_saved_model(
     prepended inside the graph (`tf.strings.join`), so clients send the bare
     texts; the vectors are cut to `truncate_dim` and L2-normalised again if
     the encoder normalises. Both are recorded in the folder's
-    `complete.json` (`"prompt"`, `"truncate_dim"`), with the precision the
-    graph runs (`"precision"`: what `"auto"` chose) and what a Python client
-    imports before loading it (`"client_requires"`, `"client_note"`). One prompt per
-    SavedModel: export the query and the document side of an asymmetric
-    model as two models.
+    `complete.json` (`"prompt"`, `"truncate_dim"`), with the compute path the
+    graph runs (`"compute"`: what `"auto"` chose) and what a Python client imports before loading
+    it (`"client_requires"`, `"client_note"`). One prompt per SavedModel: export the query and the
+    document side of an asymmetric model as two models.
 
     Args:
         encoder: a `SentenceEncoder` with a preprocessor.
         path: str. The output directory (TF Serving wants `.../NAME/VERSION`).
             It appears only once complete, with a `complete.json` marker.
         overwrite: bool. Replace an earlier export in `path` (else refused).
-        precision: str. The matmul precision of the served graph, as in
+        compute: str. The dtype the served graph's matmuls run in, as in
             `encode`: `"auto"` (default) picks the fastest one that passes
             the self-check on the exporting machine (bfloat16 on CPUs with
             AVX512-BF16/AMX, float16 on a GPU). A bfloat16 SavedModel served
@@ -340,7 +340,7 @@ def export_saved_model(
 
     Example:
     ```python
-    export_saved_model(encoder, "serving/sbert/1", precision="float32")
+    export_saved_model(encoder, "serving/sbert/1", compute="float32")
     export_saved_model(encoder, "serving/query/1", prompt_name="query", truncate_dim=256)
     # saved_model_cli show --dir serving/sbert/1 --tag_set serve \\
     #     --signature_def serving_default
@@ -355,7 +355,7 @@ def export_saved_model(
     prompt = encoder.resolve_prompt(prompt, prompt_name) or ""
     truncate_dim = check_truncate_dim(truncate_dim, encoder.embedding_dim)
     preprocessor = encoder.preprocessor
-    forward, trackables, plan = serving_forward(encoder.engine, precision)
+    forward, trackables, plan = serving_forward(encoder.engine, compute)
     pad_id = preprocessor.tokenizer.pad_token_id
     dim, normalize = encoder.embedding_dim, encoder.normalize
     guard = None
@@ -394,7 +394,7 @@ def export_saved_model(
         fn=serve,
         input_signature=[tf.TensorSpec(None, tf.string, name="text")],  # rank: `checked_request`
     )
-    marker = {"command": "export", "precision": plan[1], "prompt": prompt, "truncate_dim": truncate_dim}
+    marker = {"command": "export", "compute": plan[1], "prompt": prompt, "truncate_dim": truncate_dim}
     marker.update(client_requires=list(CLIENT_REQUIRES), client_note=CLIENT_NOTE)
     _write(archive, endpoint, path, overwrite, marker)
     return path

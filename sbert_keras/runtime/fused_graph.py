@@ -185,7 +185,7 @@ def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None, host
     dequantized); embeddings and LayerNorm parameters stay float32. Query,
     key and value are fused. `int8_stats` (per block, see
     `int8_quantize.calibrate`), `int8_recipe` and `host` (bf16 roles only
-    where it has bf16) serve `precision="int8"`.
+    where it has bf16) serve `compute="int8"`.
     """
     kernel_of = int8_quantize.float_kernel
 

@@ -13,7 +13,7 @@ vector it gets alone.
 
 `"auto"` is float32 on a CPU (these backends have no self-checked bf16
 path here) and float16 on a GPU, as `hardware.Host.auto_precision` says; a
-named precision runs the encoder's copy under that mixed policy
+named compute path runs the encoder's copy under that mixed policy
 (`graphs.keras_model_for`), int8 an encoder quantized by Keras as it is.
 
 Example:
@@ -35,7 +35,7 @@ from sbert_keras.runtime import cold_start
 from sbert_keras.runtime.graphs import keras_model_for
 from sbert_keras.utils import hardware
 from sbert_keras.utils.defaults import BUCKETS
-from sbert_keras.utils.defaults import PRECISIONS
+from sbert_keras.utils.defaults import COMPUTES
 
 WARMUP_TEXTS = ("A man is playing a guitar.", "A dog runs in the park.")
 
@@ -87,34 +87,34 @@ class HostEngine:
     def __init__(self, encoder, host=None):
         self.encoder = encoder
         self.host = host or hardware.current_host()
-        self._copies = {}  # precision -> the encoder's copy under that policy (`keras_model_for`)
-        self._runs = {}  # resolved precision -> its forward (`_runner`)
+        self._copies = {}  # compute -> the encoder's copy under that policy (`keras_model_for`)
+        self._runs = {}  # resolved compute -> its forward (`_runner`)
         self.prepared = set()
 
-    def resolve(self, precision):
-        """`precision` checked; `"auto"` is float32 on a CPU and `Host.auto_precision()` on a GPU."""
-        precision = "auto" if precision is None else precision
-        if precision not in PRECISIONS:
-            raise ValueError(f"`precision` must be one of {PRECISIONS}. Received {precision!r}.")
-        if precision == "auto":
+    def resolve(self, compute):
+        """`compute` checked; `"auto"` is float32 on a CPU and `Host.auto_precision()` on a GPU."""
+        compute = "auto" if compute is None else compute
+        if compute not in COMPUTES:
+            raise ValueError(f"`compute` must be one of {COMPUTES}. Received {compute!r}.")
+        if compute == "auto":
             return self.host.auto_precision() if self.host.gpu else "float32"
-        return "float32" if precision == "int8" else self.host.runnable_precision(precision)
+        return "float32" if compute == "int8" else self.host.runnable_precision(compute)
 
-    def keras_model(self, precision):
-        """The encoder, or its copy computing in `precision` (synced with its weights on every call)."""
-        return keras_model_for(self.encoder, self.resolve(precision), self._copies)
+    def keras_model(self, compute):
+        """The encoder, or its copy computing in `compute` (synced with its weights on every call)."""
+        return keras_model_for(self.encoder, self.resolve(compute), self._copies)
 
     def invalidate(self):
         """Nothing is cached from the weights: each call reads them (the copies re-sync)."""
 
-    def route(self, precision="auto"):
-        """`("keras", resolved precision)`: the only route on this backend."""
-        return "keras", self.resolve(precision)
+    def route(self, compute="auto"):
+        """`("keras", resolved compute)`: the only route on this backend."""
+        return "keras", self.resolve(compute)
 
-    def _runner(self, precision):
-        """`run(token_ids, padding_mask)` -> pooled float32 vectors in `precision`, built once per precision."""
-        model = self.keras_model(precision)  # a copy re-syncs its weights here, once per call of `encode`
-        key = self.resolve(precision)
+    def _runner(self, compute):
+        """`run(token_ids, padding_mask)` -> pooled float32 vectors in `compute`, built once per compute."""
+        model = self.keras_model(compute)  # a copy re-syncs its weights here, once per call of `encode`
+        key = self.resolve(compute)
         if key not in self._runs:
             pooled = unnormalized(model)
             names = list(pooled.input)
@@ -127,23 +127,23 @@ class HostEngine:
             self._runs[key] = run
         return self._runs[key]
 
-    def encode(self, texts, batch_size, show_progress=None, precision="auto", like_export=False):
+    def encode(self, texts, batch_size, show_progress=None, compute="auto", like_export=False):
         """`(pooled float32 (n, dim), number truncated)` of checked `texts` (`like_export` has no meaning here)."""
         out = np.zeros((len(texts), self.encoder.embedding_dim), "float32")
         show = bool(show_progress or (show_progress is None and len(texts) > 8 * batch_size))
-        first = bool(texts) and precision not in self.prepared
-        with cold_start.first_call(self.encoder, precision, first, show_progress is not False and first):
+        first = bool(texts) and compute not in self.prepared
+        with cold_start.first_call(self.encoder, compute, first, show_progress is not False and first):
             if not texts:
                 return out, 0
             rows, truncated = self.encoder.preprocessor.host_token_ids(texts)
             pad = self.encoder.preprocessor.tokenizer.pad_token_id
             width = functools.partial(bucket_width, limit=self.encoder.preprocessor.sequence_length)
-            batching.run_batches(self._runner(precision), rows, pad, batch_size, out, show, 1, width)
-        self.prepared.add(precision)
+            batching.run_batches(self._runner(compute), rows, pad, batch_size, out, show, 1, width)
+        self.prepared.add(compute)
         return out, int(np.sum(truncated))
 
-    def warmup(self, precision="auto", verbose=True):
-        """Compiles the forward pass of `precision` for short texts now; returns the seconds taken."""
+    def warmup(self, compute="auto", verbose=True):
+        """Compiles the forward pass of `compute` for short texts now; returns the seconds taken."""
         start = time.perf_counter()
-        self.encode(list(WARMUP_TEXTS), 2, False if not verbose else None, precision)
+        self.encode(list(WARMUP_TEXTS), 2, False if not verbose else None, compute)
         return time.perf_counter() - start

@@ -17,6 +17,7 @@ note that lists a run folder's files.
 `train_objective` and its helpers are importable from `sbert_keras.training` too.
 """
 
+from sbert_keras.model.precision import set_compute
 from sbert_keras.model.precision import set_precision
 from sbert_keras.training.objectives import MODEL_CLASSES
 from sbert_keras.training.schedules import WarmupLinearDecay

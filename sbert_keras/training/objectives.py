@@ -239,7 +239,7 @@ def teacher_targets(teacher, texts, student):
     if teacher is None:
         raise ValueError("The distill objective needs a `teacher` (an encoder or its embeddings of the texts).")
     if hasattr(teacher, "encode"):
-        targets = teacher.encode(list(texts), normalize=None, show_progress=False, precision="float32")
+        targets = teacher.encode(list(texts), normalize=None, show_progress=False, compute="float32")
     else:
         targets = np.asarray(teacher, "float32")
     if targets.ndim != 2 or len(targets) != len(texts):

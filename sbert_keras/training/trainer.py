@@ -3,8 +3,8 @@
 `train_objective` checks its arguments and that the data fits the
 objective before anything trains, and resumes an interrupted run from a
 `backup.RunBackup` tied to the run's configuration and data. The schedule
-and optimizer live in `sbert_keras.training.schedules`, the precision vocabulary
-(`set_precision`) in `sbert_keras.model.precision`; both are importable from here.
+and optimizer live in `sbert_keras.training.schedules`, the compute vocabulary
+(`set_compute`) in `sbert_keras.model.precision`; both are importable from here.
 Keras' `fit` runs the loop; this module adds the checks, the data pipeline
 and the resumable backup around it, which Keras does not have, and what the
 run shows and writes: an epoch bar with its total (the dataset's number of
@@ -28,6 +28,7 @@ from sbert_keras.compat import keras_training
 from sbert_keras.data import readers as data
 from sbert_keras.evaluation.evaluators import EvaluationCallback
 from sbert_keras.losses import replicas
+from sbert_keras.model.precision import set_compute  # noqa: F401 (public here too)
 from sbert_keras.model.precision import set_precision  # noqa: F401 (public here too)
 from sbert_keras.training import distributed
 from sbert_keras.training.backend_fit import fit_batches

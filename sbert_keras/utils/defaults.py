@@ -97,23 +97,33 @@ KERAS_BATCH_SIZE = 32
 # process: 1 -> 535-627 texts/s, 2 -> 665-730, 3 -> 676-731, 4 -> 712-775.
 CONCURRENT_BATCHES = 2
 
-# === Precision vocabulary ===
-# `precision` names the dtype of the matmuls (`encode(precision=...)`);
+# === Compute paths and output precisions ===
+# `compute` names the dtype of the matmuls (`encode(compute=...)`);
 # `POLICIES` maps each one to the Keras dtype policy that runs the Keras
-# graph at that precision (`keras.config.set_dtype_policy`). Pooling,
+# graph that way (`keras.config.set_dtype_policy`). Pooling,
 # normalisation, similarities and losses stay float32 under all of them.
 # "auto" (the default of `encode` and `export_saved_model`): bf16 on CPUs with
 # AVX512-BF16 or AMX, float16 on a GPU, float32 otherwise; the fast path's
 # self-check falls back where it diverges. "int8": oneDNN int8 matmuls in the
 # fused graph (`sbert_keras.runtime.kernels.onednn_int8`); it has no Keras policy (the Keras graph
 # of a float encoder runs float32 where int8 falls back).
-# `set_precision`, `sbert-keras train --precision` and `from_preset(dtype=...)`
-# take the words that have a policy (`POLICY_PRECISIONS`). Keras' policy names
+# `set_compute`, `sbert-keras train --compute` and `from_preset(dtype=...)`
+# take the words that have a policy (`POLICY_COMPUTES`). Keras' policy names
 # are accepted there with a `DeprecationWarning` naming the new word.
-PRECISIONS = ("auto", "float32", "bfloat16", "float16", "int8")
+COMPUTES = ("auto", "float32", "bfloat16", "float16", "int8")
+ENCODE_COMPUTE = "auto"
 POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
-POLICY_PRECISIONS = ("auto",) + tuple(POLICIES)
+POLICY_COMPUTES = ("auto",) + tuple(POLICIES)
 DEPRECATED_POLICY_NAMES = {policy: word for word, policy in POLICIES.items() if policy != word}
+# `precision` names what `encode` returns, as in sentence-transformers'
+# `encode(precision=...)` and `quantize_embeddings`: float32 vectors, or
+# scalar-quantized (int8, uint8: 256 buckets per dimension between a
+# calibrated min and max) or packed binary ones (binary: int8, ubinary:
+# uint8, 8 dimensions a byte). Ranges computed from fewer embeddings than
+# `QUANTIZATION_CALIBRATION_MIN` warn, as sentence-transformers does.
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+ENCODE_PRECISION = "float32"
+QUANTIZATION_CALIBRATION_MIN = 100
 
 # === Search and clustering ===
 # Hits per query of `sbert-keras search` and `sbert-keras index search`.

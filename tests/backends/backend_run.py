@@ -43,7 +43,7 @@ def read_json(path):
 def encode(encoder, texts):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the one truncated text
-        return encoder.encode(texts, batch_size=32, show_progress=False, precision="float32")
+        return encoder.encode(texts, batch_size=32, show_progress=False, compute="float32")
 
 
 def minilm_folder():

@@ -16,7 +16,7 @@ output channel for the weights, no smoothing and no calibration. A text's
 vector does not depend on the other texts of its batch. Measured on
 all-MiniLM-L6-v2, the 3,000 STS-B dev sentences: min cosine 0.9951 to
 float32, Spearman 0.8663 (float32 0.8672); an int8 SavedModel serving them
-in requests of 64 matches `encode(precision="int8", like_export=True)` to a
+in requests of 64 matches `encode(compute="int8", like_export=True)` to a
 min cosine of 0.99989. `BATCH_SCALE_RECIPE` (SmoothQuant alpha 0.5, one
 activation scale per batch, the feed-forward output matmul in bf16) runs
 about 1.4x faster in TensorFlow, but a text's vector then depends on its

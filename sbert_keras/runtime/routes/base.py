@@ -2,7 +2,9 @@
 
 A route is one way to turn token ids into pooled float32 vectors (the Keras
 graph, the fused graph, the XLA single query, XNNPACK int8). Each answers
-three questions, and nothing else:
+three questions, and nothing else (`precision`, in the runtime's routes,
+graphs and verdicts, is the resolved compute path of `encode(compute=...)`:
+the dtype the matmuls run in, never the quantization of the output):
 
 - `eligible(precision, size)`: may it serve this request on this host? The
   precision is resolved (`"auto"` already replaced); `size` is one of

@@ -28,7 +28,7 @@ oneDNN route. Set `SBERT_KERAS_NO_XNNPACK=1` to use the oneDNN route in
 
 Example:
 ```python
-encoder.encode(texts, precision="int8")  # through `XnnpackInt8Route` where the CPU has VNNI/AMX
+encoder.encode(texts, compute="int8")  # through `XnnpackInt8Route` where the CPU has VNNI/AMX
 forward = tf.function(fused.build_forward(encoder, weights, fused_norm=False), input_signature=signature())
 run = Runner(convert(forward), version=weights.version)
 pooled = run(token_ids, padding_mask)  # float32 numpy array
