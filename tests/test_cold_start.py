@@ -29,7 +29,7 @@ def test_warmup_does_the_first_use_work_ahead(capsys):
     seconds = encoder.warmup("float32")
     assert seconds > 0 and "ready in" in capsys.readouterr().err
     assert encoder.engine.check("float32") is not None and "float32" in encoder.engine.prepared
-    assert encoder.engine.verdicts.get("XLA single-query", "float32") is not None  # the single-query path was checked
+    assert encoder.engine.verdicts.get("xla", "float32") is not None  # the single-query path was checked
     single = encoder.encode(TEXTS[0], compute="float32")
     assert capsys.readouterr().err == ""
     np.testing.assert_allclose(single, encoder.encode(TEXTS, compute="float32")[0], atol=1e-5)

@@ -87,7 +87,7 @@ def test_no_retracing_across_batch_sizes_and_lengths():
             encoder.encode(texts, batch_size=batch_size, compute="float32")
     # One trace each of the fused graph, the float32 Keras reference and the
     # XLA single-query graph (compiled per padded shape, not retraced).
-    assert encoder.engine.verdicts.get("XLA single-query", "float32") is True
+    assert encoder.engine.verdicts.get("xla", "float32") is True
     assert encoder.engine.trace_count == 3
     encoder.backbone.transformer_layers[1].trainable_weights[0].assign_add(
         np.ones(encoder.backbone.transformer_layers[1].trainable_weights[0].shape, "float32")
@@ -143,18 +143,18 @@ def test_an_avx2_host_never_picks_xnnpack_or_bfloat16(on_host):
     engine = on_host(encoder, cpu_flags={"avx2", "fma"})
     assert engine.route("auto") == ("fused", "float32")
     assert engine.route("int8")[0] != "xnnpack"  # no VNNI: the oneDNN int8 route (dequantized) serves
-    assert engine.select("auto", "one")[0].kind == "xla"  # one short text: XLA float32
-    assert engine.verdicts.get("XNNPACK int8", "int8") is None  # never checked
+    assert engine.select("auto", "one")[0].name == "xla"  # one short text: XLA float32
+    assert engine.verdicts.get("xnnpack", "int8") is None  # never checked
 
 
 def test_a_gpu_host_picks_float16_and_neither_xnnpack_nor_xla(on_host):
     encoder = tiny_encoder()
     engine = on_host(encoder, cpu_flags={"avx2", "avx512_vnni", "avx512_bf16"}, gpu=True)
     assert engine.route("auto") == ("fused", "float16")
-    assert engine.select("auto", "one")[0].kind == "fused"
-    assert engine.select("int8", "batch")[0].kind != "xnnpack"
-    assert engine.verdicts.get("XLA single-query", "float32") is None
-    assert engine.verdicts.get("XNNPACK int8", "int8") is None
+    assert engine.select("auto", "one")[0].name == "fused"
+    assert engine.select("int8", "batch")[0].name != "xnnpack"
+    assert engine.verdicts.get("xla", "float32") is None
+    assert engine.verdicts.get("xnnpack", "int8") is None
 
 
 @pytest.mark.parametrize(("flags", "runs"), [({"avx512_bf16", "avx512f"}, "bfloat16"), ({"avx2", "fma"}, "float32")])
@@ -180,7 +180,7 @@ def test_a_few_texts_after_a_single_query_reuse_its_graph(on_host):
     few, _ = engine.query(TEXTS[:3])
     assert engine.graphs.strings._functions == functions  # nothing traced again
     route, precision = engine.select("auto", "few")
-    assert (route.kind, precision) == ("fused", "bfloat16")
+    assert (route.name, precision) == ("fused", "bfloat16")
     own, _, _ = route.build(precision).query(TEXTS[:3])  # what the fused route's own runner computes
     np.testing.assert_allclose(few, own, atol=1e-6)
 

@@ -68,14 +68,14 @@ def test_like_export_runs_the_saved_models_graph_and_does_not_depend_on_the_batc
 def test_xnnpack_follows_new_weights(vnni_encoder):
     encoder, fresh = vnni_encoder(seed=1), vnni_encoder(seed=2)
     before = encoder.encode(TEXTS, compute="int8")
-    version = encoder.engine.routes["XNNPACK int8"].runner().version
+    version = encoder.engine.routes["xnnpack"].runner().version
     for variable, value in zip(encoder.backbone.weights, fresh.backbone.weights):
         variable.assign(value)
     expected = fresh.encode(TEXTS, compute="int8")
     np.testing.assert_allclose(encoder.encode(TEXTS[:1], compute="int8"), expected[:1], atol=1e-5)
     np.testing.assert_allclose(encoder.encode(TEXTS, compute="int8"), expected, atol=1e-5)
     assert min_cosine(before, expected) < 0.9  # the weights did change
-    assert encoder.engine.routes["XNNPACK int8"].runner().version == version + 1  # converted once more
+    assert encoder.engine.routes["xnnpack"].runner().version == version + 1  # converted once more
 
 
 def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch, vnni_encoder):
@@ -113,8 +113,8 @@ def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, 
     reference = encoder.encode(TEXTS, compute="float32")
     out = encoder.encode(TEXTS, compute="int8")
     assert encoder.engine.route("int8")[0] != "xnnpack"
-    assert encoder.engine.routes["XNNPACK int8"].interpreter is None  # nothing converted
-    assert encoder.engine.verdicts.get("XNNPACK int8", "int8") is None  # never checked
+    assert encoder.engine.routes["xnnpack"].interpreter is None  # nothing converted
+    assert encoder.engine.verdicts.get("xnnpack", "int8") is None  # never checked
     assert min_cosine(out, reference) > 0.99
 
 
@@ -134,7 +134,7 @@ def test_keras_quantized_encoder_runs_xnnpack_by_default(on_host):
 def test_runner_serialises_calls_from_threads(vnni_encoder):
     encoder = vnni_encoder()
     encoder.encode(TEXTS, compute="int8")
-    run = encoder.engine.routes["XNNPACK int8"].runner()
+    run = encoder.engine.routes["xnnpack"].runner()
     rng = np.random.default_rng(0)
     batches = []
     for rows, width in [(1, 3), (4, 7), (2, 12), (3, 5)] * 3:

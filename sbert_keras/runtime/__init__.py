@@ -8,12 +8,14 @@ importing only those below it:
 - `host_engine`: `HostEngine`, the engine on JAX and PyTorch: the host
   tokenizer, smart batching and the Keras graph (one `jax.jit` per shape);
 
-- `engine`: `InferenceEngine`, per encoder and `hardware.Host`: picks a
-  route once per (precision, size class), owns the one self-check verdict
-  table and the one stale-weights retry, and runs `encode`'s texts;
-- `routes/`: the routes (`base` interface; `keras_graph`, `fused`,
-  `xla_query`, `xnnpack_int8`), each eligible or not for a request, each
-  building a runner with one call for a few texts and one for batches;
+- `engine`: `InferenceEngine`, per encoder and `hardware.Host`: owns the
+  runners and the one stale-weights retry, and runs `encode`'s texts;
+- `route_choice`: `RouteChoice`, the route chosen once per (compute, size
+  class) by a filter and sort over what the routes declare, and the one
+  self-check verdict table;
+- `routes/`: the routes (`base`: what a route declares and the registry;
+  `keras_graph`, `fused`, `xla_query`, `xnnpack_int8`), each building a
+  runner with one call for a few texts and one for batches;
 - `graphs`: one encoder's traced forward passes and cast weights;
 - `self_check`: the probe against the float32 Keras graph and `VerdictTable`;
 - `strings_graph`: strings to vectors in one graph call (queries);
@@ -24,5 +26,5 @@ importing only those below it:
 - `cold_start`: the first call's status line and the on-disk caches;
 - `weight_writes`: when derived weights are stale (write hooks on the
   encoder's own variables);
-- `export`: the SavedModel for TF Serving (fused or Keras graph, int8 guard).
+- `export`: the SavedModel for TF Serving (the chosen exportable route's forward, int8 guard).
 """

@@ -9,10 +9,11 @@ Neither Keras nor KerasHub has such an engine, so it is here.
 `InferenceEngine` owns, per encoder and `hardware.Host` (injected; this
 machine's by default):
 
-- the routes (`sbert_keras.runtime.routes`: XNNPACK int8, the XLA single
-  query, the fused graph, the Keras graph), tried in that order for a
-  request (`candidates`) and chosen once per (compute, size class)
-  (`select`): the first that is eligible and passes its self-check;
+- the routes (`sbert_keras.runtime.routes`, every registered one: XNNPACK
+  int8, the XLA single query, the fused graph, the Keras graph), chosen once
+  per (compute, size class) (`select`) by a filter and sort over what each
+  declares (`route_choice.RouteChoice`); the first that passes its
+  self-check serves, and its runner is built once (`runner_for`);
 - the one table of self-check verdicts (`self_check.VerdictTable`, also on
   disk): each route is checked once against the float32 Keras graph, and a
   failure warns once and falls back to the next route;
@@ -32,56 +33,23 @@ has no fast float16 matmul on a CPU.
 """
 
 import time
-import warnings
 
 import numpy as np
 
 from sbert_keras.runtime import batching
 from sbert_keras.runtime import cold_start
-from sbert_keras.runtime import self_check
 from sbert_keras.runtime.graphs import EncoderGraphs
-from sbert_keras.runtime.kernels import onednn_int8 as int8
-from sbert_keras.runtime.routes.fused import FusedRoute
-from sbert_keras.runtime.routes.keras_graph import KerasGraphRoute
-from sbert_keras.runtime.routes.xla_query import XlaQueryRoute
-from sbert_keras.runtime.routes.xnnpack_int8 import XnnpackInt8Route
+from sbert_keras.runtime.route_choice import RouteChoice
+from sbert_keras.runtime.route_choice import resolve_compute  # noqa: F401 - also read from here
 from sbert_keras.utils import hardware
-from sbert_keras.utils.defaults import COMPUTES
 from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 
-ROUTES = (XnnpackInt8Route, XlaQueryRoute, FusedRoute, KerasGraphRoute)
 # Texts of different lengths for `warmup`: a single query, then batches of two.
 WARMUP_TEXTS = (
     "A man is playing a guitar.",
     "A dog runs in the park.",
     "Two women are sitting on a bench in the park, talking about the weather and the news.",
 )
-
-
-def resolve_compute(compute, host=None):
-    """`compute` checked; `"auto"` (or None) replaced by `host.auto_precision()` (default host: this machine)."""
-    if compute is None:
-        compute = "auto"
-    if compute not in COMPUTES:
-        raise ValueError(f"`compute` must be one of {COMPUTES}. Received {compute!r}.")
-    return (host or hardware.current_host()).auto_precision() if compute == "auto" else compute
-
-
-def runnable_compute(compute, host, encoder, warned):
-    """`host.runnable_precision(compute)`; a redirection warns once per compute in `warned` (a set).
-
-    The warning names what runs instead (float16 on a CPU: bfloat16 or float32).
-    """
-    runs = host.runnable_precision(compute)
-    if runs != compute and compute not in warned:
-        warned.add(compute)
-        warnings.warn(
-            f"compute={compute!r} has no fast kernels on a CPU (TensorFlow's float16 matmuls run at "
-            f"about one text per second); {encoder.name!r} runs in {runs} instead. Pass "
-            f"compute={runs!r} (or 'auto') to silence this.",
-            stacklevel=6,
-        )
-    return runs
 
 
 class InferenceEngine:
@@ -103,12 +71,10 @@ class InferenceEngine:
         self.encoder = encoder
         self.host = host or hardware.current_host()
         self.graphs = EncoderGraphs(encoder, self.host)
-        self.verdicts = self_check.VerdictTable(encoder, self.host)
-        self.routes = {route.name: route(self.graphs, self.host) for route in ROUTES}
-        self._choices = {}  # (requested compute, size, TensorFlow graphs only) -> (route, compute)
+        self.choice = RouteChoice(encoder, self.graphs, self.host)
+        self.routes, self.verdicts = self.choice.routes, self.choice.verdicts
         self._runners = {}  # (route name, compute) -> its Runner
         self.prepared = set()  # compute paths, and (compute, size), whose first call is done (`cold_start.first_call`)
-        self._warned = set()  # compute paths run as another (`runnable_compute`), warned about once
 
     @property
     def trace_count(self):
@@ -127,66 +93,40 @@ class InferenceEngine:
         """The encoder, or its copy computing in `compute` (see `graphs.keras_model_for`)."""
         return self.graphs.keras_model(compute)
 
-    def candidates(self, compute):
-        """`(route name, resolved compute)` pairs in the order tried for `compute`."""
-        auto, quantized = compute in (None, "auto"), self.graphs.quantized()
-        resolved = runnable_compute(resolve_compute(compute, self.host), self.host, self.encoder, self._warned)
-        order = [(XnnpackInt8Route.name, "int8")] if compute == "int8" or (auto and quantized) else []
-        if auto and quantized and int8.int8_matmul_available(self.host):
-            resolved = "int8"  # an encoder quantized by Keras runs its int8 weights
-        order += [(XlaQueryRoute.name, resolved), (FusedRoute.name, resolved)]
-        if auto and resolved != "float32":
-            order += [(XlaQueryRoute.name, "float32"), (FusedRoute.name, "float32")]
-        # Keras has no int8 policy: a float encoder falls back to its float32 graph.
-        return order + [(KerasGraphRoute.name, "float32" if auto or resolved == "int8" else resolved)]
-
-    def passes(self, name, compute):
-        """Whether route `name` may serve `compute`: what it needs passes, and its own verdict (checked once)."""
-        route = self.routes[name]
-        if not route.checked:
-            return True
-        if not all(self.passes(*need) for need in route.needs(compute)):
-            return False
-        return self.verdicts.verdict(*route.check_key(compute), lambda: route.check(compute))
-
-    def select(self, compute="auto", size="batch", tensorflow_graph=False):
-        """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.
-
-        `tensorflow_graph`: only routes a SavedModel can hold (the export's `plan`).
-        """
-        key = (compute, size, tensorflow_graph)
-        if key not in self._choices:
-            for name, resolved in self.candidates(compute):
-                route = self.routes[name]
-                usable = route.tensorflow_graph or not tensorflow_graph
-                if usable and route.eligible(resolved, size) and self.passes(name, resolved):
-                    self._choices[key] = (route, resolved)
-                    break
-        return self._choices[key]
-
     def runner_for(self, compute="auto", size="batch", like_export=False):
-        """The `Runner` of `select(compute, size, like_export)`, built once."""
-        route, resolved = self.select(compute, size, like_export)
-        single = self._runners.get((XlaQueryRoute.name, resolved))  # it runs this same fused graph for 2+ texts
-        if size == "few" and not like_export and route.kind == FusedRoute.kind and single is not None:
-            return single  # no second trace of the same graph
+        """The `Runner` of `select(compute, size, like_export)`, built once.
+
+        A runner already built for a route that builds on the chosen one
+        serves instead (its graph holds the chosen route's: no second
+        trace), unless `like_export` rules that route out.
+        """
+        route, resolved = self.choice.select(compute, size, like_export)
+        for other in self.routes.values():
+            if other.builds_on == route.name and (other.name, resolved) in self._runners:
+                if other.exportable or not like_export:
+                    return self._runners[other.name, resolved]
         if (route.name, resolved) not in self._runners:
             self._runners[route.name, resolved] = route.build(resolved)
         return self._runners[route.name, resolved]
 
+    def select(self, compute="auto", size="batch", exportable=False):
+        """`(route, resolved compute)` for `size` texts, chosen once (`RouteChoice.select`)."""
+        return self.choice.select(compute, size, exportable)
+
     def route(self, compute="auto"):
-        """`(kind, compute)` that batches run: `("xnnpack" | "fused" | "keras", compute)`."""
-        route, resolved = self.select(compute, "batch")
-        return route.kind, resolved
+        """`(route name, compute)` that batches run: `("xnnpack" | "fused" | "keras", compute)`."""
+        route, resolved = self.choice.select(compute, "batch")
+        return route.name, resolved
 
     def plan(self, compute="auto"):
-        """`("fused" | "keras", compute)`: what a SavedModel serves (TensorFlow graphs only)."""
-        route, resolved = self.select(compute, "batch", tensorflow_graph=True)
-        return route.kind, resolved
+        """`(route name, compute)` of what a SavedModel serves (exportable routes only): `("fused" | "keras", ...)`."""
+        route, resolved = self.choice.select(compute, "batch", exportable=True)
+        return route.name, resolved
 
-    def check(self, compute):
-        """Whether the fused graph may serve `compute` (self-check on first use)."""
-        return self.routes[FusedRoute.name].eligible(compute, "batch") and self.passes(FusedRoute.name, compute)
+    def check(self, compute, name="fused"):
+        """Whether route `name` (the fused graph by default) may serve `compute` (self-check on first use)."""
+        route = self.routes[name]
+        return compute in route.computes and route.usable() and self.choice.passes(name, compute)
 
     def runner(self, compute="auto", like_export=False):
         """`run(token_ids, padding_mask)` -> pooled float32 vectors, for the batches of one call."""

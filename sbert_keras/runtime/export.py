@@ -7,9 +7,10 @@ graph is assembled here with `keras.export.ExportArchive`:
 are checked in the graph, `checked_request`), tokenises it in the graph,
 sorts the request by token length, cuts it into batches (one long text no
 longer pads all the others), runs each batch padded to its longest text
-through the same forward pass as `encode` (the self-checked fused graph,
-with its weights stored in their cast and fused form, or the Keras graph),
-and returns `embeddings` (float32, `(n, dim)`) in request order.
+through the same forward pass as `encode` (the exportable route the
+engine picks asks for its forward, `Route.forward`: the self-checked fused
+graph, with its weights stored in their cast and fused form, or the Keras
+graph), and returns `embeddings` (float32, `(n, dim)`) in request order.
 As in `encode`, a prompt (the encoder's default one, or `prompt=`) is
 prepended to every text inside the graph and `truncate_dim` cuts (and
 re-normalises) the vectors, so a TF Serving client sends the bare texts.
@@ -40,9 +41,7 @@ import keras
 import numpy as np
 
 from sbert_keras.model.prompts import check_truncate_dim
-from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime import self_check
-from sbert_keras.runtime.graphs import keras_forward
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import backends
@@ -230,26 +229,17 @@ class Int8Guard(_MODULE_BASE):
         return tf.equal(tf.cond(tf.equal(state, UNCHECKED), self.check, lambda: state), INT8_OK)
 
 
-def serving_forward(engine, compute=ENCODE_COMPUTE, matmul_policy=None):
-    """`(forward, trackables, plan)` for a SavedModel from an `InferenceEngine`.
+def serving_forward(engine, compute=ENCODE_COMPUTE):
+    """`(forward, trackables, route, compute)` for a SavedModel from an `InferenceEngine`.
 
-    An untraced forward function (what `engine.plan(compute)` picks: the
-    fused graph or the Keras graph), the objects holding the variables it
-    reads, and the plan. The served weights never change, so int8 matmuls
-    run with constant weights (oneDNN keeps their layout) unless
-    `matmul_policy` (an `int8.MatmulPolicy`) says otherwise.
+    The engine picks the route a SavedModel serves (`engine.select(...,
+    exportable=True)`, what `engine.plan(compute)` reports); the route gives
+    its untraced forward function and the objects holding the variables it
+    reads (`Route.forward`).
     """
-    kind, resolved = engine.plan(compute)
-    encoder = engine.encoder
-    if kind == "fused":
-        weights = engine.fused_weights(resolved)
-        projections = list(getattr(encoder, "projections", None) or [])
-        if matmul_policy is None and resolved == "int8":
-            matmul_policy = int8.MatmulPolicy.for_host(engine.host, constant_weights=True)
-        forward = fused.build_forward(encoder, weights, matmul_policy=matmul_policy)
-        return forward, [weights.module] + projections, (kind, resolved)
-    model = engine.keras_model(resolved)
-    return keras_forward(model), [model], (kind, resolved)
+    route, resolved = engine.select(compute, "batch", exportable=True)
+    forward, trackables = route.forward(resolved)
+    return forward, trackables, route, resolved
 
 
 def saved_model_bytes(endpoint):
@@ -355,12 +345,12 @@ def export_saved_model(
     prompt = encoder.resolve_prompt(prompt, prompt_name) or ""
     truncate_dim = check_truncate_dim(truncate_dim, encoder.embedding_dim)
     preprocessor = encoder.preprocessor
-    forward, trackables, plan = serving_forward(encoder.engine, compute)
+    forward, trackables, route, resolved = serving_forward(encoder.engine, compute)
     pad_id = preprocessor.tokenizer.pad_token_id
     dim, normalize = encoder.embedding_dim, encoder.normalize
     guard = None
-    if plan == ("fused", "int8"):
-        float_forward, _, _ = serving_forward(encoder.engine, plan[1], int8.MatmulPolicy.dequantized("float32"))
+    if resolved == "int8":  # the route's own forward with float32 matmuls is the fallback branch
+        float_forward, _ = route.forward(resolved, int8.MatmulPolicy.dequantized("float32"))
         guard = Int8Guard(forward, float_forward, probe_references(encoder, forward))
         trackables = [*trackables, guard]
 
@@ -394,7 +384,7 @@ def export_saved_model(
         fn=serve,
         input_signature=[tf.TensorSpec(None, tf.string, name="text")],  # rank: `checked_request`
     )
-    marker = {"command": "export", "compute": plan[1], "prompt": prompt, "truncate_dim": truncate_dim}
+    marker = {"command": "export", "compute": resolved, "prompt": prompt, "truncate_dim": truncate_dim}
     marker.update(client_requires=list(CLIENT_REQUIRES), client_note=CLIENT_NOTE)
     _write(archive, endpoint, path, overwrite, marker)
     return path

@@ -1,30 +1,75 @@
-"""The one interface of an inference route, and the runner it builds.
+"""What an inference route declares, the runner it builds, and the registry of routes.
 
 A route is one way to turn token ids into pooled float32 vectors (the Keras
-graph, the fused graph, the XLA single query, XNNPACK int8). Each answers
-three questions, and nothing else (`precision`, in the runtime's routes,
-graphs and verdicts, is the resolved compute path of `encode(compute=...)`:
-the dtype the matmuls run in, never the quantization of the output):
+graph, the fused graph, the XLA single query, XNNPACK int8). It describes
+itself, and the engine's choice is a filter and a sort over those
+descriptions (`route_choice.RouteChoice.candidates`), with no condition
+that names a route.
+(`precision`, in the runtime's routes, graphs and verdicts, is the resolved
+compute path of `encode(compute=...)`: the dtype the matmuls run in, never
+the quantization of the output.)
 
-- `eligible(precision, size)`: may it serve this request on this host? The
-  precision is resolved (`"auto"` already replaced); `size` is one of
-  `SIZES`: `"one"` text, a `"few"` texts (a query: strings in, one call) or
-  `"batch"` (length-sorted batches). Cheap: no graph runs.
-- `check(precision)`: does it compute what the float32 Keras graph computes?
-  The engine asks it once, through its one verdict table
-  (`sbert_keras.runtime.self_check.VerdictTable`), and only for a `checked`
-  route; `needs(precision)` names verdicts that must pass first.
-- `build(precision)`: its `Runner`, built once per precision.
+What a route declares (class attributes and cheap methods; no graph runs):
 
-A `Runner` has one call for a few texts (`query`) and one for batches
-(`batch`); when a query finds the weights changed behind Keras' back it
-says so, and the engine calls `refresh` and asks once more.
+- `name`: its key in `engine.routes`, in the verdict table (and on disk),
+  and what `InferenceEngine.route` reports;
+- `rank`: the higher, the earlier it is tried in a compute path;
+- `computes`: the compute paths it serves, and `runs(precision)` the one it
+  then runs (the Keras graph runs an int8 request in float32);
+- `sizes`: the size classes of `SIZES` it serves;
+- `usable()`: whether this host and encoder can run it at all (a GPU, CPU
+  flags, TFLite, an encoder the fused graph reproduces);
+- `fast(precision)`: whether `compute="auto"` may pick it in `precision`;
+- `exportable`, and `forward(precision, matmul_policy)`: whether a
+  SavedModel can hold it, and the TensorFlow forward pass it stores;
+- `checked`, `check_in` and `builds_on`: whether it proves itself against
+  the float32 Keras graph before use (`check(precision)`, asked once
+  through the engine's verdict table), the one compute path its check runs
+  in when its graph computes in one for all, and the route whose graph it
+  runs too: that route's verdicts must pass first, and a runner built for
+  it stands in for that route's runner.
+
+`build(precision)` gives its `Runner`: one call for a few texts (`query`)
+and one for batches (`batch`); when a query finds the weights changed
+behind Keras' back it says so, and the engine calls `refresh` and asks once
+more.
+
+A route joins the engine with `@register` on its class (`unregister` takes
+it out); engines made afterwards try it.
 """
 
 from sbert_keras.utils.backends import tensorflow as tf
 
 # Request size classes: one text, a few texts in one call, length-sorted batches.
 SIZES = ("one", "few", "batch")
+# The registered route classes, in the order they were registered (`register`).
+REGISTRY = []
+
+
+def register(route_class):
+    """Class decorator: adds `route_class` to the routes the engines made from now on try.
+
+    Example:
+    ```python
+    @register
+    class MyRoute(Route):
+        name, rank, computes = "mine", 50, ("float32",)
+    ```
+    """
+    if any(other.name == route_class.name for other in REGISTRY):
+        raise ValueError(f"A route named {route_class.name!r} is registered already.")
+    REGISTRY.append(route_class)
+    return route_class
+
+
+def unregister(route_class):
+    """Takes `route_class` out of the registry (engines made before keep it)."""
+    REGISTRY.remove(route_class)
+
+
+def registered():
+    """The registered route classes, highest `rank` first."""
+    return sorted(REGISTRY, key=lambda route_class: -route_class.rank)
 
 
 class Runner:
@@ -84,17 +129,28 @@ class GraphRunner(Runner):
 
 
 class Route:
-    """One way to run the encoder; see the module docstring.
+    """One way to run the encoder, and what it declares; see the module docstring.
 
     Args:
         graphs: the engine's `EncoderGraphs` (the encoder, its traced graphs and cast weights).
         host: the `hardware.Host` it runs on.
+
+    Example:
+    ```python
+    route = FusedRoute(graphs, host)
+    route.usable() and "bfloat16" in route.computes and route.check("bfloat16")
+    run = route.build("bfloat16").batch()
+    ```
     """
 
-    name = ""  # its key in the verdict table (and the on-disk verdict cache)
-    kind = ""  # what `InferenceEngine.route` reports
+    name = ""  # its key in `engine.routes` and the verdict table; what `InferenceEngine.route` reports
+    rank = 0  # the higher, the earlier it is tried
+    computes = ()  # the compute paths it serves
+    sizes = SIZES  # the size classes it serves
+    exportable = False  # whether a SavedModel can hold it (`forward`)
     checked = True  # whether it proves itself against the float32 Keras graph before use
-    tensorflow_graph = False  # whether a SavedModel can hold it
+    check_in = None  # the one compute path its check runs in (None: the path it serves)
+    builds_on = None  # the name of the route whose graph it runs too
 
     def __init__(self, graphs, host):
         self.graphs, self.host = graphs, host
@@ -104,17 +160,17 @@ class Route:
         """The `SentenceEncoder` it runs."""
         return self.graphs.encoder
 
-    def eligible(self, precision, size):
-        """Whether it may serve `size` texts in `precision` (resolved) on this host."""
-        raise NotImplementedError
+    def usable(self):
+        """Whether this host and encoder can run it at all (devices, CPU flags, libraries)."""
+        return True
 
-    def needs(self, precision):
-        """`(route name, precision)` pairs whose verdicts must pass before this one is checked."""
-        return ()
+    def fast(self, precision):
+        """Whether `compute="auto"` may pick it in `precision` (a path it serves) on this host."""
+        return True
 
-    def check_key(self, precision):
-        """Its `(name, precision)` in the verdict table."""
-        return self.name, precision
+    def runs(self, precision):
+        """The compute path it runs for a request in `precision` (one of `computes`)."""
+        return precision
 
     def check(self, precision):
         """Whether it computes what the float32 Keras graph does (warns when not)."""
@@ -123,3 +179,14 @@ class Route:
     def build(self, precision):
         """Its `Runner` in `precision`."""
         raise NotImplementedError
+
+    def forward(self, precision, matmul_policy=None):
+        """`(forward, trackables)` of an exportable route: its untraced TensorFlow forward pass.
+
+        `forward(token_ids, padding_mask)` -> float32 vectors; `trackables`:
+        the objects holding the variables it reads. `matmul_policy` (a
+        `kernels.onednn_int8.MatmulPolicy`): how int8 dense layers run, for
+        a route that runs int8 matmuls (the export's int8 guard builds a
+        float branch with it).
+        """
+        raise NotImplementedError(f"The {self.name!r} route cannot be exported.")

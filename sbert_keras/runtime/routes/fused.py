@@ -3,31 +3,42 @@
 The forward pass of `sbert_keras.runtime.fused_graph` (fused QKV matmuls,
 low-precision matmuls with float32 elsewhere, oneDNN's LayerNorm and int8
 kernels) over weights cast once and refreshed when they change. It is
-eligible wherever `fused.unsupported_reason` accepts the encoder, and checked
+usable wherever `fused.unsupported_reason` accepts the encoder, and checked
 once per precision against the float32 Keras graph (`self_check.probe_check`).
-It is also what SavedModels serve (`sbert_keras.runtime.export`).
+`compute="auto"` picks its int8 only where oneDNN runs int8 matmuls
+(`int8.int8_matmul_available`); an explicit int8 request runs it anyway
+(dequantized). It is what SavedModels serve (`forward`), with its weights
+in their cast and fused form.
 """
 
+from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime import self_check
+from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.runtime.routes import base
 
 
+@base.register
 class FusedRoute(base.Route):
     """The fused graph in any precision (`"int8"`: oneDNN's int8 matmuls).
 
     Example:
     ```python
     route = FusedRoute(graphs, host)
-    route.eligible("bfloat16", "batch") and route.check("bfloat16")
+    route.usable() and route.check("bfloat16")
     run = route.build("bfloat16").batch()
     ```
     """
 
-    name = kind = "fused"
-    tensorflow_graph = True
+    name = "fused"
+    rank = 20
+    computes = ("float32", "bfloat16", "float16", "int8")
+    exportable = True
 
-    def eligible(self, precision, size):
+    def usable(self):
         return self.graphs.fused_supported()
+
+    def fast(self, precision):
+        return precision != "int8" or int8.int8_matmul_available(self.host)
 
     def check(self, precision):
         graphs = self.graphs
@@ -42,3 +53,12 @@ class FusedRoute(base.Route):
             return graphs.fused_function(precision, weights), (weights,)
 
         return base.GraphRunner(graphs, resolve, lambda: graphs.fused_function(precision))
+
+    def forward(self, precision, matmul_policy=None):
+        """The fused forward pass over its cast weights; served int8 weights are constants to oneDNN by default."""
+        weights = self.graphs.fused_weights(precision)
+        projections = list(getattr(self.encoder, "projections", None) or [])
+        if matmul_policy is None and precision == "int8":
+            matmul_policy = int8.MatmulPolicy.for_host(self.host, constant_weights=True)
+        forward = fused.build_forward(self.encoder, weights, matmul_policy=matmul_policy)
+        return forward, [weights.module] + projections

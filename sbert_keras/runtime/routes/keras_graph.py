@@ -4,15 +4,17 @@ It serves every encoder and precision the fused graph cannot (other
 backbones, a failed self-check) and is never checked itself. Under a
 precision other than the model's own, it runs a copy of the model under
 that mixed policy (`graphs.keras_model_for`); Keras has no int8 policy, so
-a float encoder asked for int8 falls back to its float32 graph (the engine's
-order of routes).
+an int8 request runs its float32 graph (`runs`). `compute="auto"` picks it
+in float32 only: the reference, the last fallback.
 """
 
+from sbert_keras.runtime.graphs import keras_forward
 from sbert_keras.runtime.routes import base
 
 
+@base.register
 class KerasGraphRoute(base.Route):
-    """The Keras graph: always eligible, never checked.
+    """The Keras graph: usable everywhere, never checked, the lowest rank.
 
     Example:
     ```python
@@ -21,12 +23,17 @@ class KerasGraphRoute(base.Route):
     ```
     """
 
-    name = kind = "keras"
+    name = "keras"
+    rank = 0
+    computes = ("float32", "bfloat16", "float16", "int8")
+    exportable = True
     checked = False
-    tensorflow_graph = True
 
-    def eligible(self, precision, size):
-        return True
+    def fast(self, precision):
+        return precision == "float32"
+
+    def runs(self, precision):
+        return "float32" if precision == "int8" else precision
 
     def build(self, precision):
         graphs = self.graphs
@@ -35,3 +42,8 @@ class KerasGraphRoute(base.Route):
             return graphs.keras_function(precision), ()
 
         return base.GraphRunner(graphs, resolve, lambda: graphs.keras_function(precision))
+
+    def forward(self, precision, matmul_policy=None):
+        """The Keras model (or its copy under the mixed policy of `precision`) as a forward pass."""
+        model = self.graphs.keras_model(precision)
+        return keras_forward(model), [model]

@@ -28,7 +28,7 @@ graph and a longer one to the fused graph, inside one `tf.cond`.
 Example:
 ```python
 encoder.encode("A man is playing a guitar.")  # one text: this route
-encoder.engine.verdicts.get(XlaQueryRoute.name, "float32")  # True once checked
+encoder.engine.verdicts.get("xla", "float32")  # True once checked
 ```
 """
 
@@ -65,32 +65,30 @@ def fits(token_ids, max_length):
     return tf.logical_and(tf.equal(tf.shape(token_ids)[0], 1), padded <= MAX_TOKENS)
 
 
+@base.register
 class XlaQueryRoute(base.Route):
     """One short text through the XLA-compiled float32 fused graph.
 
     Example:
     ```python
     route = XlaQueryRoute(graphs, host)
-    route.eligible("bfloat16", "one")  # True on a CPU, for an encoder the fused graph runs
+    route.usable()  # True on a CPU, for an encoder the fused graph runs
     ```
     """
 
-    name = "XLA single-query"
-    kind = "xla"
+    name = "xla"
+    rank = 30
+    computes = PRECISIONS
+    sizes = ("one",)
+    check_in = "float32"  # one compiled float32 graph serves every precision
+    builds_on = "fused"  # longer texts run the fused graph of the precision asked
 
     def __init__(self, graphs, host):
         super().__init__(graphs, host)
         self._wrapped = {}  # run -> run_any (one strings function per run)
 
-    def eligible(self, precision, size):
-        return size == "one" and precision in PRECISIONS and not self.host.gpu and self.graphs.fused_supported()
-
-    def needs(self, precision):
-        # It answers for the fused graph of `precision` (long texts) and computes in float32.
-        return tuple(dict.fromkeys([("fused", precision), ("fused", "float32")]))
-
-    def check_key(self, precision):
-        return self.name, "float32"  # one compiled float32 graph serves every precision
+    def usable(self):
+        return not self.host.gpu and self.graphs.fused_supported()
 
     def pad_id_and_max_length(self):
         """The tokenizer's padding id and the backbone's longest sequence."""

@@ -134,26 +134,28 @@ class Runner:
             return interpreter.get_tensor(self._output).copy()
 
 
+@base.register
 class XnnpackInt8Route(base.Route):
     """int8 through TFLite's XNNPACK: converted from the float32 fused graph, checked on first use, refreshed.
 
     Example:
     ```python
     route = XnnpackInt8Route(graphs, host)
-    route.eligible("int8", "batch")  # a CPU with VNNI/AMX, no GPU, not disabled
+    route.usable()  # a CPU with VNNI/AMX, no GPU, not disabled
     run = route.build("int8").batch()  # an `Runner`
     ```
     """
 
-    name = "XNNPACK int8"
-    kind = "xnnpack"
+    name = "xnnpack"
+    rank = 40
+    computes = ("int8",)
 
     def __init__(self, graphs, host):
         super().__init__(graphs, host)
         self.interpreter = None  # the `Runner` of the current float32 weights
 
-    def eligible(self, precision, size):
-        return precision == "int8" and available(self.host) and self.graphs.fused_supported()
+    def usable(self):
+        return available(self.host) and self.graphs.fused_supported()
 
     def check(self, precision):
         """Converts, then compares the probe batch with the float32 Keras graph; warns and is False on failure."""

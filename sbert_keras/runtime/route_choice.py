@@ -1,0 +1,128 @@
+"""Which route serves a request: a filter and a sort over what the routes declare, made once.
+
+Why this exists: the routes describe themselves (`routes.base.Route`: the
+compute paths and size classes they serve, what the host must offer, their
+rank, whether a SavedModel can hold them), so the choice of route is one
+rule, not one condition per route. `RouteChoice` applies it for one encoder
+on one `hardware.Host`: for a requested compute, the resolved compute paths
+to try in order (`computes`); in each, the registered routes that serve it,
+the size class and this host, highest rank first (`candidates`); the first
+that passes its self-check serves (`select`, kept per (compute, size
+class)). The verdicts live in the one `self_check.VerdictTable`, so a route
+that fails warns once and the next one serves.
+
+Example:
+```python
+choice = RouteChoice(encoder, graphs, Host(cpu_flags={"avx2"}))
+route, compute = choice.select("auto", "batch")  # the fused route, "float32"
+```
+"""
+
+import warnings
+
+from sbert_keras.runtime import self_check
+from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.runtime.routes import base
+from sbert_keras.runtime.routes import fused  # noqa: F401 - each route module registers its route
+from sbert_keras.runtime.routes import keras_graph  # noqa: F401
+from sbert_keras.runtime.routes import xla_query  # noqa: F401
+from sbert_keras.runtime.routes import xnnpack_int8  # noqa: F401
+from sbert_keras.utils import hardware
+from sbert_keras.utils.defaults import COMPUTES
+
+
+def resolve_compute(compute, host=None):
+    """`compute` checked; `"auto"` (or None) replaced by `host.auto_precision()` (default host: this machine)."""
+    if compute is None:
+        compute = "auto"
+    if compute not in COMPUTES:
+        raise ValueError(f"`compute` must be one of {COMPUTES}. Received {compute!r}.")
+    return (host or hardware.current_host()).auto_precision() if compute == "auto" else compute
+
+
+def runnable_compute(compute, host, encoder, warned):
+    """`host.runnable_precision(compute)`; a redirection warns once per compute in `warned` (a set).
+
+    The warning names what runs instead (float16 on a CPU: bfloat16 or float32).
+    """
+    runs = host.runnable_precision(compute)
+    if runs != compute and compute not in warned:
+        warned.add(compute)
+        warnings.warn(
+            f"compute={compute!r} has no fast kernels on a CPU (TensorFlow's float16 matmuls run at "
+            f"about one text per second); {encoder.name!r} runs in {runs} instead. Pass "
+            f"compute={runs!r} (or 'auto') to silence this.",
+            stacklevel=7,
+        )
+    return runs
+
+
+class RouteChoice:
+    """The routes of one encoder on one host, their verdicts and the route chosen per request (module docstring).
+
+    Args:
+        encoder: a `SentenceEncoder`.
+        graphs: its `EncoderGraphs` (shared with the routes).
+        host: the `hardware.Host` they run on.
+    """
+
+    def __init__(self, encoder, graphs, host):
+        self.encoder, self.graphs, self.host = encoder, graphs, host
+        self.verdicts = self_check.VerdictTable(encoder, host)
+        self.routes = {route.name: route(graphs, host) for route in base.registered()}
+        self._choices = {}  # (requested compute, size, exportable only) -> (route, compute)
+        self._warned = set()  # compute paths run as another (`runnable_compute`), warned about once
+
+    def computes(self, compute):
+        """The resolved compute paths tried for `compute`, in order.
+
+        One for a named path (`runnable_compute`: float16 without a GPU runs
+        as another). For `"auto"`: int8 first for an encoder quantized by
+        Keras, then the host's choice (`resolve_compute`; int8 for such an
+        encoder where oneDNN runs int8 matmuls), then float32.
+        """
+        resolved = runnable_compute(resolve_compute(compute, self.host), self.host, self.encoder, self._warned)
+        if compute not in (None, "auto"):
+            return [resolved]
+        quantized = self.graphs.quantized()
+        if quantized and int8.int8_matmul_available(self.host):
+            resolved = "int8"  # an encoder quantized by Keras runs its int8 weights
+        return list(dict.fromkeys(["int8"] * quantized + [resolved, "float32"]))
+
+    def candidates(self, compute, size="batch", exportable=False):
+        """`(route, resolved compute)` pairs in the order tried for `size` texts in `compute`.
+
+        For each path of `computes(compute)`, the routes that declare it and
+        `size`, usable here (and `exportable` when asked), highest rank first;
+        under `"auto"` only those `fast` in it. A route runs `route.runs(path)`.
+        """
+        auto, pairs = compute in (None, "auto"), []
+        for path in self.computes(compute):
+            for route in sorted(self.routes.values(), key=lambda route: -route.rank):
+                served = path in route.computes and size in route.sizes and (route.exportable or not exportable)
+                if served and (not auto or route.fast(path)) and route.usable():
+                    pairs.append((route, route.runs(path)))
+        return list(dict.fromkeys(pairs))
+
+    def passes(self, name, compute):
+        """Whether route `name` may serve `compute`: the route it builds on passes, and its own verdict (once)."""
+        route = self.routes[name]
+        if not route.checked:
+            return True
+        checked_in = route.check_in or compute
+        if route.builds_on and not all(self.passes(route.builds_on, c) for c in dict.fromkeys([compute, checked_in])):
+            return False
+        return self.verdicts.verdict(name, checked_in, lambda: route.check(checked_in))
+
+    def select(self, compute="auto", size="batch", exportable=False):
+        """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.
+
+        `exportable`: only routes a SavedModel can hold (the export's `plan`).
+        """
+        key = (compute, size, exportable)
+        if key not in self._choices:
+            for route, resolved in self.candidates(compute, size, exportable):
+                if self.passes(route.name, resolved):
+                    self._choices[key] = (route, resolved)
+                    break
+        return self._choices[key]
