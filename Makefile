@@ -2,6 +2,8 @@
 # (requirements.txt, the offline MiniLM model) and runs the demo; `make test` adds the test tools and
 # the optional engines (requirements-dev.txt, requirements-extras.txt), then lints and tests; then
 # `make test-backends` builds .venv-backends, without TensorFlow, and runs tests/backends on JAX and PyTorch.
+# Both first run `make fixtures`: the tiny DistilBERT, MPNet and XLM-RoBERTa folders of tests/fixtures
+# (not in git), generated from ../shared with sentence-transformers in .venv-peer (requirements-peer.txt).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -12,8 +14,19 @@ KERAS_HUB := keras-hub==0.32.0
 # The package index this project's machines use serves torch's CPU build. Where plain PyPI is the index
 # (its Linux torch pulls the CUDA libraries), `make test-backends TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
 TORCH_INDEX ?=
+VENV_PEER := .venv-peer
+PY_PEER := $(VENV_PEER)/bin/python
+SHARED := ../shared
+FIXTURES := tests/fixtures
+FIXTURE_FAMILIES := distilbert-dense mpnet xlm-roberta
+# What make_family_fixtures.py reads: the STS-B sentences its tokenizers learn from, the texts it encodes.
+FIXTURE_DATA := $(SHARED)/data/stsbenchmark/sts-train.csv $(SHARED)/reference/all-minilm-l6-v2/texts.json
+# Written after a whole run of the script; a family folder without its meta.json (written last) forces a run.
+FIXTURES_STAMP := $(FIXTURES)/.generated
+FIXTURE_METAS := $(FIXTURE_FAMILIES:%=$(FIXTURES)/%/meta.json)
+FIXTURES_MISSING := $(filter-out $(wildcard $(FIXTURE_METAS)),$(FIXTURE_METAS))
 
-.PHONY: install install-dev demo lint test test-backends clean gpu-carry
+.PHONY: install install-dev install-peer demo lint fixtures test test-backends clean gpu-carry FORCE
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +57,7 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: install-dev lint
+test: install-dev lint fixtures
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "not backends" tests
 	# Each starts TensorFlow, JAX and PyTorch processes: after the suite above, not beside its grown workers (memory).
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --durations=10 -m backends tests
@@ -64,8 +77,35 @@ $(VENV_BACKENDS)/.core: requirements-backends.txt pyproject.toml
 	rm -rf sbert_keras.egg-info
 	touch $@
 
-test-backends: $(VENV_BACKENDS)/.core
+test-backends: $(VENV_BACKENDS)/.core fixtures
 	$(PY_BACKENDS) -m pytest -q -p no:cacheprovider --confcutdir tests/backends tests/backends
+
+# The peers that compute the family fixtures' references (never dependencies of the project). Only wheels
+# are installed, so pip and setuptools stay as the venv has them. torch: the CPU wheel, as for .venv-backends.
+$(VENV_PEER)/.core: requirements-peer.txt
+	$(PYTHON) -m venv $(VENV_PEER)
+	$(PY_PEER) -m pip install -q $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements-peer.txt
+	touch $@
+
+# Also the python of tests/test_st_peer.py: `export SBERT_PEER_PYTHON=$PWD/.venv-peer/bin/python`.
+install-peer: $(VENV_PEER)/.core
+
+# tests/fixtures/{distilbert-dense,mpnet,xlm-roberta}: generated again only when one is missing or the script
+# or the peer versions changed. .venv-peer is built only then too. Without ../shared the script cannot run:
+# one line says so, and the tests that need the folders skip.
+ifeq ($(words $(wildcard $(FIXTURE_DATA))),2)
+fixtures: $(FIXTURES_STAMP)
+else
+fixtures:
+	@echo "make fixtures: $(SHARED) (STS-B, reference texts) is absent: $(FIXTURES)/<family> not generated, the tests that need it skip."
+endif
+
+$(FIXTURES_STAMP): $(FIXTURES)/make_family_fixtures.py requirements-peer.txt $(if $(FIXTURES_MISSING),FORCE)
+	$(MAKE) --no-print-directory $(VENV_PEER)/.core
+	$(PY_PEER) $(FIXTURES)/make_family_fixtures.py
+	touch $@
+
+FORCE:
 
 # The folder that travels with benchmarks/gpu.py to a GPU machine (wheels the image lacks, STS-B train, the
 # tokenizer files; git-ignored), checked against the 64 MiB a call carries; prints the call to make there.
@@ -73,4 +113,5 @@ gpu-carry: install
 	$(PY) benchmarks/gpu_carry.py
 
 clean:
-	rm -rf $(VENV) $(VENV_BACKENDS) build *.egg-info gpu_carry
+	rm -rf $(VENV) $(VENV_BACKENDS) $(VENV_PEER) build *.egg-info gpu_carry
+	rm -rf $(FIXTURE_FAMILIES:%=$(FIXTURES)/%) $(FIXTURES_STAMP)

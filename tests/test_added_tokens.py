@@ -15,11 +15,11 @@ import pytest
 import tensorflow as tf
 
 import sbert_keras
+from conftest import family_fixture
 from sbert_keras.model.added_tokens import tokenize_with_added_tokens
 
 tokenizers = pytest.importorskip("tokenizers")
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 TEXTS = [
     "before <s> after",
     "x</s>y <mask>  <pad><unk>",
@@ -52,7 +52,7 @@ def _check(folder, texts=TEXTS):
 
 @pytest.mark.parametrize("name", ["xlm-roberta", "mpnet", "distilbert-dense"])
 def test_added_tokens_get_their_ids(name):
-    folder = os.path.join(FIXTURES, name, "model")
+    folder = str(family_fixture(name, "model"))
     texts = [t for t in TEXTS if name != "mpnet" or "<unk>" not in t]  # MPNet's unknown token is [UNK]
     preprocessor = sbert_keras.SentenceEncoder.from_preset(folder).preprocessor
     expected = _oracle_ids(folder, texts, preprocessor.sequence_length)
@@ -83,7 +83,7 @@ def test_splitter_honours_lstrip_and_rstrip_in_a_traced_function():
 
 def test_mpnet_folder_with_special_tokens_only_in_added_tokens(tmp_path):
     folder = tmp_path / "mpnet"
-    shutil.copytree(os.path.join(FIXTURES, "mpnet", "model"), folder)
+    shutil.copytree(family_fixture("mpnet", "model"), folder)
     path = folder / "tokenizer.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     added = {t["content"] for t in data["added_tokens"]}

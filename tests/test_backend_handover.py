@@ -18,6 +18,7 @@ import pytest
 import sbert_keras
 from backend_handover import TEXTS
 from conftest import ROOT
+from conftest import family_fixture
 from sbert_keras import SentenceEncoder
 
 pytestmark = pytest.mark.backends  # subprocesses of other backends: run apart (`make test`)
@@ -30,7 +31,7 @@ TOLERANCE = 1e-5
 @pytest.fixture(scope="module", params=["mpnet", "distilbert-dense"])
 def written_on_jax(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"jax-{request.param}")
-    model = ROOT / "tests" / "fixtures" / request.param / "model"
+    model = family_fixture(request.param, "model")
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     argv = [sys.executable, str(ROOT / "tests" / "backend_handover.py"), str(model), str(out)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)

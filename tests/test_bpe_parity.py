@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import sbert_keras
+from conftest import family_fixture
 from conftest import shared_path
 from sbert_keras.model.bpe_pretokenizer import pretokenize
 from sbert_keras.model.bpe_tokenizer import ByteLevelBPETokenizer
@@ -26,7 +27,6 @@ from tokenizer_fuzz import fuzz_corpus
 tokenizers = pytest.importorskip("tokenizers")
 
 BYTE_OF_CHARACTER = {c: b for b, c in enumerate(byte_characters())}
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 LONG_TEXTS = [
     "x" * 20_000,
     "ab" * 50_000,
@@ -86,13 +86,13 @@ def test_roberta_ids_equal_tokenizers():
 
 
 def test_xlm_roberta_ids_equal_tokenizers():
-    folder = os.path.join(FIXTURES, "xlm-roberta", "model")
+    folder = str(family_fixture("xlm-roberta", "model"))
     texts = fuzz_corpus() + ["is\x85nice", "a\u2028b\u3000c\x0bd", "before <mask> and </s> after"]
     assert _mismatches(folder, texts) == []
 
 
 def test_xlm_roberta_ids_equal_tokenizers_on_sts_texts():
-    assert _mismatches(os.path.join(FIXTURES, "xlm-roberta", "model"), _sts_sentences()) == []
+    assert _mismatches(str(family_fixture("xlm-roberta", "model")), _sts_sentences()) == []
 
 
 def test_bpe_cost_is_linear_in_the_text():

@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT
+from conftest import family_fixture
 from conftest import minilm_path
 from sbert_keras.utils import console
 
@@ -188,7 +189,7 @@ print(len(encoder.encode(["a short text"])), len(encoder.encode(["one", "two tex
 
 @pytest.mark.parametrize("first", ["", "import tensorflow\n"], ids=["package-imports-tf", "user-imports-tf"])
 def test_a_plain_session_prints_no_tensorflow_line_it_did_not_cause(tmp_path, first):
-    script = first + USER_SCRIPT.format(folder=str(ROOT / "tests" / "fixtures" / "distilbert-dense" / "model"))
+    script = first + USER_SCRIPT.format(folder=str(family_fixture("distilbert-dense", "model")))
     env = {"SBERT_KERAS_CACHE_DIR": str(tmp_path)}  # cold, then warm: XLA's disk cache read back
     for _ in range(2):
         result = run([sys.executable, "-c", script], extra_env=env)
@@ -210,7 +211,7 @@ def test_a_plain_session_prints_no_tensorflow_line_it_did_not_cause(tmp_path, fi
 
 
 def test_the_users_log_level_is_left_alone(tmp_path):
-    script = USER_SCRIPT.format(folder=str(ROOT / "tests" / "fixtures" / "distilbert-dense" / "model"))
+    script = USER_SCRIPT.format(folder=str(family_fixture("distilbert-dense", "model")))
     script += "import os; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])\n"
     result = run([sys.executable, "-c", script], extra_env={"TF_CPP_MIN_LOG_LEVEL": "1", "SBERT_KERAS_CACHE_DIR": ""})
     assert result.returncode == 0, result.stderr[-3000:]

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
+from conftest import family_fixture
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
 from sbert_keras.cli.parser import main
 from sbert_keras.utils import atomic_io as outputs
-from test_families import FIXTURES
 
 TEXTS = ["a man is playing guitar", "the dog runs in the park"]
 
@@ -26,7 +26,8 @@ def run(capsys, *args):
 
 def test_export_a_folder_in_a_subprocess(tmp_path):
     output = tmp_path / "st"
-    args = ["export", "--model", FIXTURES / "mpnet" / "model", "--output", output, "--format", "sentence-transformers"]
+    model = family_fixture("mpnet", "model")
+    args = ["export", "--model", model, "--output", output, "--format", "sentence-transformers"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(
         [sys.executable, "-m", "sbert_keras.cli", *map(str, args)], cwd=ROOT, capture_output=True, text=True, env=env
@@ -35,7 +36,7 @@ def test_export_a_folder_in_a_subprocess(tmp_path):
     summary = json.loads(done.stdout)
     assert summary["model_type"] == "mpnet" and summary["dim"] == 64 and summary["max_seq_length"] == 128
     assert {"config.json", "model.safetensors", "modules.json", "2_Normalize", "README.md"} <= set(summary["files"])
-    expected = SentenceEncoder.from_preset(FIXTURES / "mpnet" / "model").encode(TEXTS, compute="float32")
+    expected = SentenceEncoder.from_preset(model).encode(TEXTS, compute="float32")
     got = SentenceEncoder.from_preset(output).encode(TEXTS, compute="float32")
     np.testing.assert_allclose(got, expected, atol=1e-5)
 

@@ -1,8 +1,10 @@
 """DistilBERT, MPNet and XLM-RoBERTa folders: parity with sentence-transformers, token ids, clear errors.
 
-The references in `tests/fixtures/<family>/` were computed by
-sentence-transformers 6.2 (`tests/fixtures/make_family_fixtures.py`); these
-tests need neither it nor torch. Each fixture folder is loaded as saved
+The references in `tests/fixtures/<family>/` are computed by
+sentence-transformers 6.2 (`make fixtures` runs
+`tests/fixtures/make_family_fixtures.py` in its own virtualenv); these
+tests need neither it nor torch, and skip, saying so, where the folders
+have not been generated. Each fixture folder is loaded as saved
 (with its separate vocabulary file), with `tokenizer.json` alone, and with
 CLS pooling.
 """
@@ -17,6 +19,7 @@ import keras_hub
 import numpy as np
 import pytest
 
+from conftest import family_fixture
 from conftest import read_json
 from conftest import shared_path
 from sbert_keras import SentenceEncoder
@@ -25,7 +28,6 @@ from sbert_keras.checkpoints.tokenizer_json import MPNetTokenizer
 from sbert_keras.model.mpnet_backbone import MPNetBackbone
 from test_checkpoints import HARD_TEXTS
 
-FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 # fixture -> (backbone class, tokenizer class, separate vocabulary file)
 FAMILIES = {
     "distilbert-dense": (keras_hub.models.DistilBertBackbone, "LowercasingBertTokenizer", "vocab.txt"),
@@ -41,7 +43,7 @@ VARIANTS = ("as saved", "tokenizer.json only", "cls pooling")
 
 def fixture_folder(name, variant, tmp_path):
     """The fixture's ST folder as saved, or a copy without its vocabulary file, or with CLS pooling."""
-    source = FIXTURES / name / "model"
+    source = family_fixture(name, "model")
     if variant == "as saved":
         return source
     folder = pathlib.Path(shutil.copytree(source, tmp_path / name))
@@ -54,7 +56,7 @@ def fixture_folder(name, variant, tmp_path):
 
 
 def reference(name, variant):
-    return np.load(FIXTURES / name / ("embeddings-cls.npy" if variant == "cls pooling" else "embeddings.npy"))
+    return np.load(family_fixture(name, "embeddings-cls.npy" if variant == "cls pooling" else "embeddings.npy"))
 
 
 def encode_all(encoder, texts):
@@ -79,22 +81,22 @@ def test_parity_with_sentence_transformers(tmp_path, name, variant):
 
 
 def test_the_distilbert_dense_head_and_the_mpnet_normalisation_are_read():
-    distilbert = SentenceEncoder.from_preset(FIXTURES / "distilbert-dense" / "model")
+    distilbert = SentenceEncoder.from_preset(family_fixture("distilbert-dense", "model"))
     assert [layer.units for layer in distilbert.projections] == [16] and not distilbert.normalize
     assert distilbert.projections[0].activation.__name__ == "tanh"
-    mpnet = SentenceEncoder.from_preset(FIXTURES / "mpnet" / "model")
+    mpnet = SentenceEncoder.from_preset(family_fixture("mpnet", "model"))
     assert mpnet.normalize and not mpnet.projections and mpnet.sequence_length == 128
 
 
 def test_distilbert_without_its_dense_head_matches_sentence_transformers(tmp_path):
-    folder = pathlib.Path(shutil.copytree(FIXTURES / "distilbert-dense" / "model", tmp_path / "distilbert"))
+    folder = pathlib.Path(shutil.copytree(family_fixture("distilbert-dense", "model"), tmp_path / "distilbert"))
     modules = [module for module in read_json(folder / "modules.json") if not module["type"].endswith("Dense")]
     (folder / "modules.json").write_text(json.dumps(modules))
     shutil.rmtree(folder / "2_Dense")
     encoder = SentenceEncoder.from_preset(folder)
     assert not encoder.projections and encoder.embedding_dim == 32
     texts = read_json(shared_path("reference", "all-minilm-l6-v2", "texts.json"))
-    expected = np.load(FIXTURES / "distilbert-dense" / "embeddings-no-dense.npy")
+    expected = np.load(family_fixture("distilbert-dense", "embeddings-no-dense.npy"))
     assert np.abs(encode_all(encoder, texts) - expected).max() <= 1e-5
 
 
@@ -104,7 +106,7 @@ def test_token_ids_match_the_checkpoint_tokenizer(tmp_path, name, variant):
     tokenizers = pytest.importorskip("tokenizers")
     texts = read_json(shared_path("reference", "all-minilm-l6-v2", "texts.json"))[290:] + HARD_TEXTS
     folder = fixture_folder(name, variant, tmp_path)
-    expected = tokenizers.Tokenizer.from_file(str(FIXTURES / name / "model" / "tokenizer.json"))
+    expected = tokenizers.Tokenizer.from_file(str(family_fixture(name, "model", "tokenizer.json")))
     expected.no_padding()
     expected.no_truncation()
     encoder = SentenceEncoder.from_preset(folder, sequence_length=128)
@@ -115,7 +117,7 @@ def test_token_ids_match_the_checkpoint_tokenizer(tmp_path, name, variant):
 
 
 def test_mpnet_relative_buckets_other_than_32_are_refused(tmp_path):
-    folder = pathlib.Path(shutil.copytree(FIXTURES / "mpnet" / "model", tmp_path / "mpnet"))
+    folder = pathlib.Path(shutil.copytree(family_fixture("mpnet", "model"), tmp_path / "mpnet"))
     config = read_json(folder / "config.json")
     (folder / "config.json").write_text(json.dumps(config | {"relative_attention_num_buckets": 64}))
     with pytest.raises(ValueError, match=r"config\.json: relative_attention_num_buckets=64 is not supported"):
@@ -123,7 +125,7 @@ def test_mpnet_relative_buckets_other_than_32_are_refused(tmp_path):
 
 
 def test_a_distilbert_weight_that_disagrees_with_the_config_is_named(tmp_path):
-    folder = pathlib.Path(shutil.copytree(FIXTURES / "distilbert-dense" / "model", tmp_path / "distilbert"))
+    folder = pathlib.Path(shutil.copytree(family_fixture("distilbert-dense", "model"), tmp_path / "distilbert"))
     config = read_json(folder / "config.json")
     (folder / "config.json").write_text(json.dumps(config | {"hidden_dim": 128}))
     with pytest.raises(ValueError, match=r"tensor 'transformer\.layer\.0\.ffn\.lin1\.weight' has shape \[64, 32\]"):
@@ -134,7 +136,7 @@ def test_a_distilbert_weight_that_disagrees_with_the_config_is_named(tmp_path):
 
 
 def test_a_sentencepiece_normalizer_it_cannot_reproduce_is_named(tmp_path):
-    folder = pathlib.Path(shutil.copytree(FIXTURES / "xlm-roberta" / "model", tmp_path / "xlmr"))
+    folder = pathlib.Path(shutil.copytree(family_fixture("xlm-roberta", "model"), tmp_path / "xlmr"))
     (folder / "sentencepiece.bpe.model").unlink()
     tokenizer = read_json(folder / "tokenizer.json")
     tokenizer["normalizer"] = {"type": "Sequence", "normalizers": [tokenizer["normalizer"], {"type": "Lowercase"}]}
@@ -144,7 +146,7 @@ def test_a_sentencepiece_normalizer_it_cannot_reproduce_is_named(tmp_path):
 
 
 def test_a_sentencepiece_model_round_trips_through_the_codec():
-    proto = (FIXTURES / "xlm-roberta" / "model" / "sentencepiece.bpe.model").read_bytes()
+    proto = family_fixture("xlm-roberta", "model", "sentencepiece.bpe.model").read_bytes()
     model = sentencepiece_model.parse_model(proto)
     assert [p for p, _, _ in model["pieces"][:3]] == ["<unk>", "<s>", "</s>"]
     assert model["precompiled_charsmap"] and model["add_dummy_prefix"]
@@ -171,5 +173,5 @@ def test_the_mpnet_tokenizer_packs_its_own_special_tokens_and_serializes():
 @pytest.mark.parametrize("name,route", [("distilbert-dense", "fused"), ("xlm-roberta", "fused"), ("mpnet", "keras")])
 def test_kerashub_backbones_run_the_fused_graph_and_mpnet_the_keras_graph(name, route):
     # The fused graph checks itself against the Keras graph before it serves (runtime/engine.py).
-    encoder = SentenceEncoder.from_preset(FIXTURES / name / "model")
+    encoder = SentenceEncoder.from_preset(family_fixture(name, "model"))
     assert encoder.engine.route("float32") == (route, "float32")

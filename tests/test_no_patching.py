@@ -70,7 +70,7 @@ model = sk.RegressionSiamese(encoder)
 model.compile(optimizer=keras.optimizers.Adam(0.01, use_ema=True))
 model.fit((np.array(texts[:1]), np.array(texts[1:])), np.array([0.5], "float32"), verbose=0)
 encoder.encode(texts[0], precision="float32")
-sk.export_saved_model(encoder, sys.argv[1], precision="float32")
+sk.export_saved_model(encoder, sys.argv[1], compute="float32")
 after = {
     "keras.Variable.assign": keras.Variable.assign,
     "keras.Variable.assign_add": keras.Variable.assign_add,

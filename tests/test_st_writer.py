@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import WORDS
+from conftest import family_fixture
 from conftest import minilm_path
 from conftest import read_json
 from conftest import shared_path
@@ -26,21 +27,23 @@ from sbert_keras.data import readers as data
 from sbert_keras.training import trainer as training
 from sbert_keras.utils import atomic_io as outputs
 from test_checkpoints import HARD_TEXTS
-from test_families import FIXTURES
 
 TEXTS = HARD_TEXTS + ["A man is playing a guitar.", "  two  spaces ", "東京は日本の首都です。", "", "I love this! 😀"]
-# Source folder -> the separate vocabulary files the written folder holds.
+# Source folder (a family fixture, or the tiny RoBERTa of ../shared) -> the separate vocabulary files the written
+# folder holds.
 SOURCES = {
-    "distilbert-dense": (FIXTURES / "distilbert-dense" / "model", ("vocab.txt",)),
-    "mpnet": (FIXTURES / "mpnet" / "model", ("vocab.txt",)),
-    "xlm-roberta": (FIXTURES / "xlm-roberta" / "model", ("sentencepiece.bpe.model",)),
-    "tiny-roberta": (None, ("vocab.json", "merges.txt")),
+    "distilbert-dense": ("vocab.txt",),
+    "mpnet": ("vocab.txt",),
+    "xlm-roberta": ("sentencepiece.bpe.model",),
+    "tiny-roberta": ("vocab.json", "merges.txt"),
 }
 
 
 def source(name):
-    folder = SOURCES[name][0]
-    return folder if folder is not None else shared_path("reference", "tiny-roberta", "model")
+    """The folder `SOURCES[name]` stands for; the test skips, saying why, where it is missing."""
+    if name == "tiny-roberta":
+        return shared_path("reference", "tiny-roberta", "model")
+    return family_fixture(name, "model")
 
 
 def vectors(encoder, texts=TEXTS):
@@ -70,7 +73,7 @@ def test_round_trip_of_each_family(tmp_path, name):
     )
     np.testing.assert_allclose(vectors(loaded), expected, atol=1e-5)
     # The separate vocabulary files are written too, and tokenizer.json alone gives the same encoder.
-    for vocabulary in SOURCES[name][1]:
+    for vocabulary in SOURCES[name]:
         assert (pathlib.Path(folder) / vocabulary).is_file()
         os.remove(pathlib.Path(folder) / vocabulary)
     np.testing.assert_allclose(vectors(SentenceEncoder.from_preset(folder)), expected, atol=1e-5)

@@ -28,8 +28,8 @@ from tokenizers import pre_tokenizers
 from tokenizers import processors
 
 import sbert_keras
-from conftest import ROOT
 from conftest import SHARED
+from conftest import family_fixture
 from conftest import minilm_path
 from sbert_keras.checkpoints.tokenizer_json import LowercasingBertTokenizer
 from sbert_keras.checkpoints.tokenizer_json import bert_tokenizer
@@ -38,7 +38,6 @@ from sbert_keras.model import unicode_classes
 from sbert_keras.model import unicode_derivation
 from tokenizer_fuzz import fuzz_corpus
 
-FIXTURES = ROOT / "tests" / "fixtures"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
@@ -93,8 +92,8 @@ def oracles(folder):
 
 FOLDERS = {
     "all-MiniLM-L6-v2": lambda: minilm_path(),
-    "mpnet": lambda: FIXTURES / "mpnet" / "model",
-    "distilbert": lambda: FIXTURES / "distilbert-dense" / "model",
+    "mpnet": lambda: family_fixture("mpnet", "model"),
+    "distilbert": lambda: family_fixture("distilbert-dense", "model"),
 }
 
 

@@ -66,18 +66,22 @@ def test_keras_files_written_by_tensorflow_load_with_the_same_vectors(run, name)
 
 def test_training_runs_and_writes_a_sentence_transformers_folder(run):
     report, out = run
+    assert not report["tensorflow_imported"]
     training = report["training"]
+    if "skipped" in training:
+        pytest.skip(training["skipped"])
     assert "error" not in training, training.get("traceback")
     assert all(np.isfinite(training["losses"])) and training["weights_changed"]
     folder = pathlib.Path(training["folder"])
     for name in ("config.json", "model.safetensors", "modules.json", "tokenizer.json", "1_Pooling/config.json"):
         assert (folder / name).is_file(), name
     assert np.load(out / "trained-vectors.npy").shape == (8, 64)
-    assert not report["tensorflow_imported"]
 
 
 def test_fit_evaluate_and_predict_take_raw_strings(run):
     result = run[0]["fit_on_text"]
+    if "skipped" in result:
+        pytest.skip(result["skipped"])
     assert "error" not in result, result.get("traceback")
     assert len(result["losses"]) == 2 and all(np.isfinite(result["losses"] + result["val_losses"]))
     assert np.isfinite(result["evaluate"]) and result["predict_shape"] == [result["pairs"]]
