@@ -47,17 +47,23 @@ def classes():  # every class defined by the libraries, protocol buffers aside (
     return found
 
 before = classes()
-named = {
-    "keras.Variable.assign": keras.Variable.assign,
-    "keras.Variable.assign_add": keras.Variable.assign_add,
-    "keras.Variable.assign_sub": keras.Variable.assign_sub,
-    "Optimizer.apply": keras.optimizers.Optimizer.apply,
-    "Optimizer.build": keras.optimizers.Optimizer.build,
-    "Optimizer.finalize_variable_values": keras.optimizers.Optimizer.finalize_variable_values,
-    "TFOptimizer.assign": TFOptimizer.assign,
-    "TFOptimizer.apply": TFOptimizer.apply,
-    "tf.Variable.assign": tf.Variable.assign,
-}
+
+
+def methods():
+    return {
+        "keras.Variable.assign": keras.Variable.assign,
+        "keras.Variable.assign_add": keras.Variable.assign_add,
+        "keras.Variable.assign_sub": keras.Variable.assign_sub,
+        "Optimizer.apply": keras.optimizers.Optimizer.apply,
+        "Optimizer.build": keras.optimizers.Optimizer.build,
+        "Optimizer.finalize_variable_values": keras.optimizers.Optimizer.finalize_variable_values,
+        "TFOptimizer.assign": TFOptimizer.assign,
+        "TFOptimizer.apply": TFOptimizer.apply,
+        "tf.Variable.assign": tf.Variable.assign,
+    }
+
+
+named = methods()
 import numpy as np
 import sbert_keras as sk
 from conftest import tiny_encoder
@@ -71,17 +77,7 @@ model.compile(optimizer=keras.optimizers.Adam(0.01, use_ema=True))
 model.fit((np.array(texts[:1]), np.array(texts[1:])), np.array([0.5], "float32"), verbose=0)
 encoder.encode(texts[0], precision="float32")
 sk.export_saved_model(encoder, sys.argv[1], compute="float32")
-after = {
-    "keras.Variable.assign": keras.Variable.assign,
-    "keras.Variable.assign_add": keras.Variable.assign_add,
-    "keras.Variable.assign_sub": keras.Variable.assign_sub,
-    "Optimizer.apply": keras.optimizers.Optimizer.apply,
-    "Optimizer.build": keras.optimizers.Optimizer.build,
-    "Optimizer.finalize_variable_values": keras.optimizers.Optimizer.finalize_variable_values,
-    "TFOptimizer.assign": TFOptimizer.assign,
-    "TFOptimizer.apply": TFOptimizer.apply,
-    "tf.Variable.assign": tf.Variable.assign,
-}
+after = methods()
 changed = [name for name in named if after[name] is not named[name]]
 missing = object()
 for cls, attributes in before.values():
