@@ -241,7 +241,6 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
         prompt=None,
         prompt_name=None,
         truncate_dim=None,
-        like_export=False,
         **aliases,
     ):
         """Embeds texts with smart batching; returns float32 `(n, dim)` (or quantized: `precision`).
@@ -290,16 +289,6 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
             truncate_dim: int or None. Keep the first `truncate_dim`
                 dimensions (for Matryoshka-trained models), then L2-normalise
                 again if normalising; `None` keeps them all.
-            like_export: bool. Compute exactly what `export_saved_model` of
-                this `compute` path serves (its TensorFlow graph). It matters
-                for int8: by default `encode` runs int8 through TFLite's
-                XNNPACK (fastest on CPU), while a SavedModel runs the same
-                per-row scheme in oneDNN's kernels, which round differently:
-                the two agree to a min cosine of about 0.995, and to 0.9999
-                with `like_export=True`. Encode a corpus that way when its
-                queries will be served by an int8 SavedModel. Other
-                compute paths already match. TensorFlow only: on another
-                backend it raises `TensorFlowRequired`.
             **aliases: sentence-transformers' names, for code written for it:
                 `show_progress_bar` (`show_progress`), `normalize_embeddings`
                 (`normalize`), `convert_to_tensor=True` or
@@ -322,13 +311,10 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
         encoder.encode(["A man is playing a guitar."], precision="ubinary").dtype  # uint8, (1, ceil(dim / 8))
         encoder.encode(["A man is playing a guitar."], normalize_embeddings=True, show_progress_bar=False)
         encoder.encode(["A man is playing a guitar."], prompt="query: ", truncate_dim=64).shape  # (1, 64)
-        encoder.encode(["A man is playing a guitar."], compute="int8", like_export=True)  # as a SavedModel serves
         ```
         """
         normalize, show_progress, as_tensor = resolve_aliases(aliases, normalize, show_progress)
         precision = check_precision(precision, compute_hint=True)
-        if like_export:
-            backends.require_tensorflow("encode(like_export=True)")
         if is_single_text(texts) and not isinstance(texts, str):
             texts = check_texts(texts)[0]  # a str, so that one vector comes back
         prompt = self.resolve_prompt(prompt, prompt_name)
@@ -338,7 +324,7 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
         texts = check_texts(texts)
         if prompt:
             texts = [prompt + text for text in texts]
-        pooled, num_truncated = self.engine.encode(texts, batch_size, show_progress, compute, bool(like_export))
+        pooled, num_truncated = self.engine.encode(texts, batch_size, show_progress, compute)
         if texts:
             batching.report_truncation(self, num_truncated, len(texts))
         out = batching.finish(pooled, truncate_dim, self.normalize if normalize is None else normalize)

@@ -60,9 +60,6 @@ def test_encode_search_cluster_export(capsys, tmp_path, encoder_file):
     out = run_cli(capsys, "encode", "--model", encoder_file, "--input", lines, "--output", tmp_path / "e.npy")
     assert out["texts"] == 6 and np.load(tmp_path / "e.npy").shape == (6, 8)
     assert out["route"]  # the route that ran, e.g. "fused/bfloat16"
-    like = ["--compute", "int8", "--like-export", "--output", tmp_path / "int8.npy"]
-    out = run_cli(capsys, "encode", "--model", encoder_file, "--input", lines, *like)
-    assert out["route"] in ("fused/int8", "fused/float32")  # a SavedModel's graph, never XNNPACK
     hits = run_cli(
         capsys, "search", "--model", encoder_file, "--corpus", lines, "--query", "a man is playing guitar", "--top-k", 2
     )

@@ -136,7 +136,7 @@ def test_predict_uses_length_sorted_batches(monkeypatch):
         widths.append(ids.shape[1])
         return run(ids, mask)
 
-    monkeypatch.setattr(encoder.engine, "runner", lambda compute, like_export=False: recording_run)
+    monkeypatch.setattr(encoder.engine, "runner", lambda compute: recording_run)
     encoder.predict(["a", "a man is playing guitar", "a dog"], batch_size=1, verbose=0)
     assert sorted(widths) == [3, 4, 7]  # each text padded only to its own length
 

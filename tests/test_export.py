@@ -13,10 +13,8 @@ from conftest import tiny_encoder
 from harness import run_on_small_disk
 from harness import small_disk_available
 from sbert_keras import export_saved_model
-from sbert_keras.runtime import export
 from sbert_keras.runtime.engine import resolve_compute
 from sbert_keras.runtime.export import sorted_batches
-from sbert_keras.runtime.kernels import onednn_int8 as int8
 
 TEXTS = ["a man is playing guitar", "the cat sleeps", "", "東京 😀", "a " * 40, "a dog", "the red car is fast and slow"]
 
@@ -59,13 +57,14 @@ def test_saved_models_serve_raw_strings_in_a_fresh_process(tmp_path):
     encoder = tiny_encoder(normalize=True)
     quantized = tiny_encoder(normalize=True, seed=1)
     quantized.quantize("int8")
-    paths = {name: str(tmp_path / name / "1") for name in ("f32", "auto", "int8")}
+    paths = {name: str(tmp_path / name / "1") for name in ("f32", "auto", "quantized")}
     # batch_size=2: a request is cut into several sorted batches inside the graph.
     export_saved_model(encoder, paths["f32"], compute="float32", batch_size=2)
     export_saved_model(encoder, paths["auto"])  # bfloat16 on a CPU with AVX512-BF16
-    export_saved_model(quantized, paths["int8"])
+    export_saved_model(quantized, paths["quantized"])  # float matmuls of its dequantized weights
+    assert quantized.engine.plan()[1] != "int8"
     many = TEXTS * 10
-    served = serve_in_fresh_process({paths["f32"]: TEXTS, paths["auto"]: many, paths["int8"]: TEXTS})
+    served = serve_in_fresh_process({paths["f32"]: TEXTS, paths["auto"]: many, paths["quantized"]: TEXTS})
     expected = encoder.encode(TEXTS, compute="float32")
     got, _ = served[paths["f32"]]
     assert got.shape == expected.shape
@@ -76,7 +75,8 @@ def test_saved_models_serve_raw_strings_in_a_fresh_process(tmp_path):
         assert min_cosine(got, encoder.encode(many, compute="float32")) >= 0.999
     else:
         assert np.abs(got - encoder.encode(many, compute="float32")).max() <= 1e-5
-    got, _ = served[paths["int8"]]
+    got, dtypes = served[paths["quantized"]]
+    assert "int8" not in dtypes
     assert min_cosine(got, quantized.encode(TEXTS)) >= 0.999
     empty = tf.saved_model.load(paths["f32"]).signatures["serving_default"](text=tf.constant([], tf.string))
     assert empty["embeddings"].shape == (0, 8)
@@ -92,81 +92,15 @@ def test_sorted_batches_keep_request_order():
     np.testing.assert_allclose(out, [[3, 2], [3, 1], [22, 4], [27, 3], [0, 0]])
 
 
-GUARD_SERVE = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # registers the tokenizer ops the graph uses
-texts = json.loads(sys.stdin.readline())
-result = {}
-for path in sys.argv[1:]:
-    model = tf.saved_model.load(path)
-    # The guard's variable (ExportArchive lists tracked tf.Module variables only in `_all_variables`).
-    state = [v for v in model._all_variables if v.name.startswith("state")]
-    before = [int(v.numpy()) for v in state]
-    for _ in range(2):  # the guard checks once, on the first request
-        out = model.signatures["serving_default"](text=tf.constant(texts, tf.string))
-    after = [int(v.numpy()) for v in state]
-    result[path] = {"predictions": out["embeddings"].numpy().tolist(), "state": before + after}
-print(json.dumps(result))
-"""
-
-
-def serve_guarded(paths, texts, env=None):
-    """`({path: (predictions, [state before, after])}, stderr)` of the int8 SavedModels in a new interpreter."""
-    result = subprocess.run(
-        [sys.executable, "-c", GUARD_SERVE, *paths],
-        input=json.dumps(texts) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    return {path: (np.array(v["predictions"]), v["state"]) for path, v in out.items()}, result.stderr
-
-
-@pytest.fixture(scope="module")
-def int8_exports(tmp_path_factory):
-    """`(good, bad, expected)`: int8 SavedModels of a Keras-quantized tiny encoder, `bad` with a corrupted probe."""
-    quantized = tiny_encoder(normalize=True, seed=1)
-    quantized.quantize("int8")
-    root = tmp_path_factory.mktemp("int8_guard")
-    good, bad = str(root / "good" / "1"), str(root / "bad" / "1")
-    export_saved_model(quantized, good, compute="int8")  # the default where int8 matmuls are exact
-    assert quantized.engine.plan("int8") == ("fused", "int8")
-    exact = export.probe_references
-
-    def corrupted(encoder, forward):  # a host whose int8 graph disagrees with the stored vectors
-        token_ids, mask, reference, int8_vectors = exact(encoder, forward)
-        return token_ids, mask, reference, -int8_vectors
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(export, "probe_references", corrupted)
-        export_saved_model(quantized, bad, compute="int8")
-    return good, bad, quantized.encode(TEXTS, compute="float32")  # the Keras graph of the int8 layers
-
-
-def test_int8_export_guard_serves_float_where_the_probe_fails(int8_exports):
-    good, bad, expected = int8_exports
-    served, stderr = serve_guarded([good, bad], TEXTS)
-    assert served[good][1] == [export.UNCHECKED, export.INT8_OK]
-    assert served[bad][1] == [export.UNCHECKED, export.USE_FLOAT]
-    assert stderr.count("int8 kernels differ") == 1  # once, for `bad`, on its first request
-    for path in (good, bad):
-        assert min_cosine(served[path][0], expected) >= 0.999
-
-
-@pytest.mark.skipif(not int8.int8_matmul_available(), reason="needs a CPU with exact int8 matmuls (VNNI/AMX)")
-def test_int8_export_on_a_host_without_vnni_serves_float(int8_exports):
-    # ONEDNN_MAX_CPU_ISA=AVX512_CORE makes oneDNN pick its non-VNNI int8 kernel
-    # (int16 pair sums saturate: `int8.kernel_probe_error` ~0.99 there, 0 here);
-    # the same SavedModel stays int8 on this host (test above).
-    good, _, expected = int8_exports
-    served, stderr = serve_guarded([good], TEXTS, env={"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})
-    assert served[good][1] == [export.UNCHECKED, export.USE_FLOAT], stderr[-2000:]
-    assert "saturating-product error" in stderr
-    assert min_cosine(served[good][0], expected) >= 0.999
+def test_int8_and_precision_are_refused_in_one_line(tmp_path):
+    encoder = tiny_encoder(normalize=True)
+    with pytest.raises(ValueError, match=r"compute='int8' cannot be exported.*precision='int8'"):
+        export_saved_model(encoder, str(tmp_path / "a" / "1"), compute="int8")
+    with pytest.raises(ValueError, match="compute must be one of"):
+        export_saved_model(encoder, str(tmp_path / "b" / "1"), compute="float8")
+    with pytest.raises(TypeError, match="takes no `precision`.*`compute`"):
+        export_saved_model(encoder, str(tmp_path / "c" / "1"), precision="bfloat16")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
 
 
 def test_saved_model_refuses_what_encode_refuses(tmp_path):

@@ -12,7 +12,6 @@ import tensorflow as tf
 
 from conftest import tiny_encoder
 from sbert_keras.compat import keras as keras_compat
-from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime.kernels import activation_quantization
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
@@ -222,7 +221,7 @@ def test_onednn_without_vnni_is_refused_in_a_fresh_process():
 def test_a_dequantized_policy_traces_no_int8_op():
     x, kernel, bias = data()
     weights = int8_quantize.quantize_dense(kernel, bias)
-    policy = int8.MatmulPolicy.dequantized("float32")
+    policy = int8.MatmulPolicy(int8_op=False)
     assert not uses_int8_op(weights, x, policy)
     assert relative_error(run(x, weights, policy=policy), x @ kernel + bias) < 0.02
     assert uses_int8_op(weights, x) == int8.int8_matmul_available()
@@ -429,18 +428,4 @@ def test_int8_without_vnni_falls_back_to_float_matmuls(on_host):
     assert min_cosine(out, reference) > 0.999
     # No bf16 matmul either (the recipe's bf16 feed-forward output): TensorFlow's is slow without AVX512-BF16.
     graph = encoder.engine.graphs.fused_function("int8").get_concrete_function().graph.as_graph_def()
-    assert matmul_dtypes(graph) == {tf.float32}
-
-
-def test_int8_float_branch_runs_every_matmul_in_float32(on_host, monkeypatch):
-    # The float branch of an int8 SavedModel serves on hosts without VNNI,
-    # which may lack bf16 too: the recipe's bf16 role runs in float32 there.
-    encoder = tiny_encoder()
-    monkeypatch.setattr(int8_quantize, "DEFAULT_RECIPE", int8_quantize.BATCH_SCALE_RECIPE)  # it has a bf16 role
-    weights = on_host(encoder, cpu_flags={"avx2", "avx512_bf16"}).fused_weights("int8")
-    assert weights.values().blocks[0].output.kernel.dtype == tf.bfloat16
-    spec = tf.TensorSpec([None, None], tf.int32)
-    policy = int8.MatmulPolicy.dequantized("float32")
-    forward = tf.function(fused.build_forward(encoder, weights, matmul_policy=policy))
-    graph = forward.get_concrete_function(spec, spec).graph.as_graph_def()
     assert matmul_dtypes(graph) == {tf.float32}

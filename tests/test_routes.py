@@ -30,7 +30,7 @@ class MarkedRoute(base.Route):
     rank = 25  # above the fused graph (20), below the XLA single query (30)
     computes = ("float32",)
     sizes = ("few", "batch")
-    exportable = True
+    exportable = ("float32",)
     checks = []  # the compute paths it was checked in
 
     def forward(self, precision, matmul_policy=None):
@@ -55,7 +55,7 @@ class UnexportableRoute(MarkedRoute):
     """The same route, declaring that a SavedModel cannot hold it."""
 
     name = "unexportable"
-    exportable = False
+    exportable = ()
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_a_route_that_cannot_be_exported_leaves_the_export_to_the_next(registere
     assert engine.plan("float32") == ("fused", "float32")
     _, _, route, compute = export.serving_forward(engine, "float32")
     assert (route.name, compute) == ("fused", "float32")
-    assert engine.select("float32", "few", exportable=True)[0].name == "fused"  # `encode(like_export=True)` too
+    assert engine.select("float32", "few", exportable=True)[0].name == "fused"
 
 
 def test_a_failing_route_falls_back_to_the_next_with_one_warning(registered, on_host, monkeypatch):

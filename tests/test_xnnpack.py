@@ -54,17 +54,6 @@ def test_int8_encode_runs_through_xnnpack_close_to_float32(vnni_encoder):
     assert encoder.engine.plan("int8")[0] != "xnnpack"
 
 
-def test_like_export_runs_the_saved_models_graph_and_does_not_depend_on_the_batch(vnni_encoder):
-    encoder = vnni_encoder()
-    whole = encoder.encode(TEXTS, compute="int8", like_export=True)
-    assert not isinstance(encoder.engine.runner("int8", like_export=True), xnnpack.Runner)
-    # Activations are quantized per row: batches of 2, or one text alone, give the same vectors.
-    pairs = encoder.encode(TEXTS, compute="int8", like_export=True, batch_size=2)
-    np.testing.assert_allclose(pairs, whole, atol=1e-5)
-    np.testing.assert_allclose(encoder.encode(TEXTS[1], compute="int8", like_export=True), whole[1], atol=1e-5)
-    assert min_cosine(whole, encoder.encode(TEXTS, compute="int8")) > 0.99
-
-
 def test_xnnpack_follows_new_weights(vnni_encoder):
     encoder, fresh = vnni_encoder(seed=1), vnni_encoder(seed=2)
     before = encoder.encode(TEXTS, compute="int8")

@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 ENCODE = ("encode_float32", "encode_bfloat16", "encode_int8", "encode_auto")
-SAVED_MODEL_PRECISIONS = ("default", "float32", "bfloat16", "int8", "auto", "keras_int8")
+SAVED_MODEL_PRECISIONS = ("default", "float32", "bfloat16", "auto", "keras_int8")
 VARIANTS = (
     *ENCODE,
     "keras_int8",

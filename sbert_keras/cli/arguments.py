@@ -246,12 +246,6 @@ def add_encode_arguments(p):
         help="dtype of the saved embeddings, as sentence-transformers' encode(precision=): float32, or "
         "quantized: int8/uint8 (buckets from these texts' ranges), binary/ubinary (8 dimensions a byte)",
     )
-    p.add_argument(
-        "--like-export",
-        action="store_true",
-        help="compute what a SavedModel exported with the same --compute serves (its TensorFlow graph); "
-        "for a corpus whose queries an int8 SavedModel will embed (default: the fastest route)",
-    )
     add_prompt_flags(p)
 
 

@@ -194,11 +194,10 @@ def cmd_encode(args):
         precision=args.precision,
         compute=args.compute,
         show_progress=True,
-        like_export=args.like_export,
         **prompt_options(args),
     )
     path = outputs.save_npy(args.output, embeddings)
-    route = encoder.engine.plan(args.compute) if args.like_export else encoder.engine.route(args.compute)
+    route = encoder.engine.route(args.compute)
     return {
         "texts": len(texts),
         "dim": args.truncate_dim or encoder.embedding_dim,

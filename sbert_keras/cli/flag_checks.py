@@ -15,10 +15,10 @@ flag, printed by `main` as one line `sbert-keras <command>: error: ...`.
 What can only be known from a file's contents (a line that is not UTF-8,
 a CSV without the right columns) or from the model (its dimension, its
 prompts) is checked by the command, still before the model's weights are
-used. Nothing here imports TensorFlow. A command (or flag) that needs
-TensorFlow (`export --format saved-model`, `encode --like-export`,
-`embed-corpus`) is refused here, in one line naming the install, when
-Keras runs on another backend or TensorFlow is absent.
+used. Nothing here imports TensorFlow. A command that needs TensorFlow
+(`export --format saved-model`, `embed-corpus`) is refused here, in one
+line naming the install, when Keras runs on another backend or TensorFlow
+is absent.
 """
 
 import math
@@ -27,6 +27,7 @@ import os
 from sbert_keras.retrieval.index_files import check_target
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import backends
+from sbert_keras.utils.checks import check_export_compute
 from sbert_keras.utils.defaults import MAX_LEARNING_RATE
 
 
@@ -93,8 +94,6 @@ def check_evaluate(args):
 
 
 def check_encode(args):
-    if getattr(args, "like_export", False):
-        backends.require_tensorflow("sbert-keras encode --like-export")
     check_input(args.input, "--input")
     check_new_file(outputs.npy_path(args.output), args.overwrite, create_parents=False)
 
@@ -139,6 +138,7 @@ def check_cluster(args):
 def check_export(args):
     if args.format != "sentence-transformers":
         backends.require_tensorflow("sbert-keras export --format saved-model")
+        check_export_compute(args.compute, "--compute")
     replaceable = None
     if args.format == "sentence-transformers":
         flags = {"--quantize": args.quantize, "--prompt": args.prompt}

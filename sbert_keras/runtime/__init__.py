@@ -26,5 +26,5 @@ importing only those below it:
 - `cold_start`: the first call's status line and the on-disk caches;
 - `weight_writes`: when derived weights are stale (write hooks on the
   encoder's own variables);
-- `export`: the SavedModel for TF Serving (the chosen exportable route's forward, int8 guard).
+- `export`: the SavedModel for TF Serving (the forward of the exportable route chosen).
 """

@@ -93,18 +93,16 @@ class InferenceEngine:
         """The encoder, or its copy computing in `compute` (see `graphs.keras_model_for`)."""
         return self.graphs.keras_model(compute)
 
-    def runner_for(self, compute="auto", size="batch", like_export=False):
-        """The `Runner` of `select(compute, size, like_export)`, built once.
+    def runner_for(self, compute="auto", size="batch"):
+        """The `Runner` of `select(compute, size)`, built once.
 
         A runner already built for a route that builds on the chosen one
-        serves instead (its graph holds the chosen route's: no second
-        trace), unless `like_export` rules that route out.
+        serves instead (its graph holds the chosen route's: no second trace).
         """
-        route, resolved = self.choice.select(compute, size, like_export)
+        route, resolved = self.choice.select(compute, size)
         for other in self.routes.values():
             if other.builds_on == route.name and (other.name, resolved) in self._runners:
-                if other.exportable or not like_export:
-                    return self._runners[other.name, resolved]
+                return self._runners[other.name, resolved]
         if (route.name, resolved) not in self._runners:
             self._runners[route.name, resolved] = route.build(resolved)
         return self._runners[route.name, resolved]
@@ -128,24 +126,24 @@ class InferenceEngine:
         route = self.routes[name]
         return compute in route.computes and route.usable() and self.choice.passes(name, compute)
 
-    def runner(self, compute="auto", like_export=False):
+    def runner(self, compute="auto"):
         """`run(token_ids, padding_mask)` -> pooled float32 vectors, for the batches of one call."""
-        return self.runner_for(compute, "batch", like_export).batch()
+        return self.runner_for(compute, "batch").batch()
 
-    def query(self, texts, compute="auto", like_export=False):
+    def query(self, texts, compute="auto"):
         """`(pooled, number truncated)` of a few texts in one call; weights found stale are refreshed once."""
-        runner = self.runner_for(compute, "one" if len(texts) == 1 else "few", like_export)
+        runner = self.runner_for(compute, "one" if len(texts) == 1 else "few")
         pooled, num_truncated, changed = runner.query(texts)
         if changed:  # written behind Keras' back since the last refresh
             runner.refresh()
             pooled, num_truncated, _ = runner.query(texts)
         return pooled, num_truncated
 
-    def encode(self, texts, batch_size, show_progress=None, compute="auto", like_export=False):
+    def encode(self, texts, batch_size, show_progress=None, compute="auto"):
         """`(pooled float32 (n, dim), number truncated)` of checked `texts`; a status line on a first call.
 
         A few texts without a progress bar go in one `query` call, more in length-sorted batches
-        (`batching.run_batches`). `like_export`: only the routes a SavedModel holds (`plan`).
+        (`batching.run_batches`).
         """
         out = np.zeros((len(texts), self.encoder.embedding_dim), "float32")
         show = bool(show_progress or (show_progress is None and len(texts) > 8 * batch_size))
@@ -155,10 +153,10 @@ class InferenceEngine:
             if not texts:
                 return out, 0
             if len(texts) <= batch_size and not show:
-                out, num_truncated = self.query(texts, compute, like_export)
+                out, num_truncated = self.query(texts, compute)
             else:
                 ids, num_truncated = self.encoder.preprocessor.tokenize(texts)
-                run = self.runner(compute, like_export)
+                run = self.runner(compute)
                 # An `xnnpack_int8.Runner` spreads each call over all cores itself (`max_concurrency` 1).
                 concurrency = 1 if self.host.gpu else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
                 pad = self.encoder.preprocessor.tokenizer.pad_token_id

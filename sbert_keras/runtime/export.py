@@ -18,34 +18,17 @@ The folder appears only when complete (`outputs.write_dir`: written beside
 it, then renamed); a full disk leaves nothing and raises
 `disk_space.DiskFullError` naming the space needed.
 
-An int8 export guards itself inside the graph (TF Serving runs no Python).
-On a server CPU without VNNI/AMX, oneDNN runs `_QuantizedMatMul` with
-`vpmaddubsw`, whose int16 pair sums saturate, and the vectors drift without
-any error (measured in docs/serving.md). So the export stores a probe batch,
-the float32 Keras graph's vectors for it and the int8 graph's vectors on
-the exporting machine. The first request runs `int8.kernel_probe_error` (a
-full-scale matmul: exact with int32 accumulation) and the probe through the
-int8 graph. If the matmul is not exact, or the probe's vectors are not the
-exporting machine's (min cosine below `SAME_KERNEL_COSINE`) or fail the
-int8 gate against float32 (`self_check.MIN_COSINE["int8"]`), a saved
-variable switches every request to the float branch: the same fused graph
-and weights, built with `int8.MatmulPolicy.dequantized("float32")`
-(float32 matmuls of the dequantized weights, the recipe's bf16 roles too).
-A warning goes to stderr once. Keras, TensorFlow and TF Serving have no
-such check, so it is written here.
+A SavedModel runs float matmuls only (`defaults.EXPORT_COMPUTES`): int8
+stays with `encode`, whose XNNPACK route TF Serving cannot run.
 """
 
-import sys
-
 import keras
-import numpy as np
 
 from sbert_keras.model.prompts import check_truncate_dim
-from sbert_keras.runtime import self_check
-from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.utils import atomic_io as outputs
 from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
+from sbert_keras.utils.checks import check_export_compute
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.defaults import CONCURRENT_BATCHES
 from sbert_keras.utils.defaults import ENCODE_BATCH_SIZE
@@ -57,14 +40,6 @@ CLIENT_NOTE = (
     "Run `import tensorflow_text` before `tf.saved_model.load(path)`: the tokenizer inside the graph uses "
     "TensorFlow Text ops (pip install tensorflow-text, the version matching tensorflow)."
 )
-# The int8 guard's verdicts, held in `Int8Guard.state`.
-UNCHECKED, INT8_OK, USE_FLOAT = 0, 1, 2
-# Min cosine of the served int8 graph's probe vectors to the exporting
-# machine's. The same kernels give the same vectors up to how TensorFlow
-# compiles the graph (per-row activation scales round a few values the other
-# way: min cosine 0.99974 measured between two traces of MiniLM's Keras-int8
-# graph); saturated int16 sums move MiniLM's vectors by 1e-3 to 1e-2.
-SAME_KERNEL_COSINE = 0.999
 
 
 def sorted_batches(forward, ids, pad_id, batch_size, dim):
@@ -141,94 +116,6 @@ def checked_request(text):
         return tf.identity(text)
 
 
-def min_cosine(a, b):
-    """Graph-safe minimum row-wise cosine of two `(n, dim)` float32 tensors."""
-    dots = tf.reduce_sum(a * b, axis=1)
-    return tf.reduce_min(dots / tf.maximum(tf.norm(a, axis=1) * tf.norm(b, axis=1), 1e-12))
-
-
-def probe_references(encoder, forward):
-    """`(token_ids, padding_mask, float32_vectors, int8_vectors)` of the int8 guard's probe batch.
-
-    The probe is the engine's self-check batch; float32 vectors come from
-    the Keras graph, int8 vectors from `forward` (the fused int8 graph) on
-    this machine, traced on the probe as constants, as the guard runs it.
-
-    Args:
-        encoder: a `SentenceEncoder`.
-        forward: callable `(token_ids, padding_mask)` -> float32 vectors.
-    """
-    token_ids, mask = self_check.probe_batch(encoder)
-    reference = encoder.engine.graphs.keras_function("float32")(token_ids, mask).numpy()
-    quantized = tf.function(lambda: forward(tf.constant(token_ids), tf.constant(mask)))().numpy()
-    return token_ids, mask, reference, quantized
-
-
-# `tf.Module` where TensorFlow runs Keras; elsewhere the module imports and `export_saved_model` says what it needs.
-_MODULE_BASE = tf.Module if backends.uses_tensorflow() else object
-
-
-class Int8Guard(_MODULE_BASE):
-    """The in-graph self-check of an int8 SavedModel: int8 where it computes what it did at export, else float.
-
-    Args:
-        int8_forward: callable `(token_ids, padding_mask)` -> float32 vectors, with int8 matmuls.
-        float_forward: callable, the same graph with dequantized float32 matmuls.
-        references: `probe_references(encoder, int8_forward)`.
-
-    `state` (a saved, non-trainable int32 variable) is `UNCHECKED` until the
-    first request, then `INT8_OK` or `USE_FLOAT`.
-
-    Example:
-    ```python
-    guard = Int8Guard(int8_forward, float_forward, probe_references(encoder, int8_forward))
-    use_int8 = guard.use_int8()  # inside the serving function: a bool tensor
-    ```
-    """
-
-    def __init__(self, int8_forward, float_forward, references):
-        super().__init__(name="int8_guard")
-        self.int8_forward, self.float_forward = int8_forward, float_forward
-        self.state = tf.Variable(UNCHECKED, dtype=tf.int32, trainable=False, name="state")
-        self.references = [np.asarray(r) for r in references]
-
-    def check(self):
-        """Graph-safe: runs the probe through the int8 graph, stores and returns the verdict."""
-        token_ids, mask, reference, quantized = (tf.constant(r) for r in self.references)
-        got = self.int8_forward(token_ids, mask)
-        to_float, to_export = min_cosine(got, reference), min_cosine(got, quantized)
-        kernel_error = int8.kernel_probe_error()
-        passed = tf.reduce_all(
-            [
-                kernel_error <= int8.KERNEL_PROBE_TOLERANCE,
-                to_float >= self_check.MIN_COSINE["int8"],
-                to_export >= SAME_KERNEL_COSINE,
-            ]
-        )
-
-        def fall_back():
-            tf.print(
-                "sbert_keras: this host's int8 kernels differ from the exporting machine's (saturating-product error",
-                kernel_error,
-                "; probe min cosine to float32",
-                to_float,
-                ", to the export's int8 vectors",
-                to_export,
-                "); serving with float32 matmuls instead.",
-                output_stream=sys.stderr,
-            )
-            return tf.constant(USE_FLOAT)
-
-        verdict = tf.cond(passed, lambda: tf.constant(INT8_OK), fall_back)
-        with tf.control_dependencies([self.state.assign(verdict)]):
-            return tf.identity(verdict)
-
-    def use_int8(self):
-        """Graph-safe bool: whether this request runs the int8 graph (checks on the first request)."""
-        state = self.state.read_value()
-        return tf.equal(tf.cond(tf.equal(state, UNCHECKED), self.check, lambda: state), INT8_OK)
-
-
 def serving_forward(engine, compute=ENCODE_COMPUTE):
     """`(forward, trackables, route, compute)` for a SavedModel from an `InferenceEngine`.
 
@@ -276,6 +163,7 @@ def export_saved_model(
     prompt=None,
     prompt_name=None,
     truncate_dim=None,
+    precision=None,
 ):
     """Writes a SavedModel with a `serving_default(text: string[None])` signature.
 
@@ -303,10 +191,9 @@ def export_saved_model(
             the self-check on the exporting machine (bfloat16 on CPUs with
             AVX512-BF16/AMX, float16 on a GPU). A bfloat16 SavedModel served
             on a CPU without bf16 instructions is slow: pass `"float32"` to
-            export for such servers. `"int8"` (default for an encoder
-            quantized by Keras, on a CPU with VNNI/AMX) checks itself on the
-            server's first request and serves float32 if its int8 kernels
-            differ from the exporting machine's (see the module docstring).
+            export for such servers. Not `"int8"`: int8 stays with `encode`
+            (`defaults.EXPORT_COMPUTES`); an encoder quantized by Keras
+            exports float matmuls of its dequantized weights.
         batch_size: int. Texts per forward pass inside the graph.
         prompt: str or None. A prefix prepended to every request text
             (`""` for none); wins over `prompt_name`.
@@ -314,6 +201,8 @@ def export_saved_model(
             the encoder's default prompt (`encoder.default_prompt_name`), if any.
         truncate_dim: int or None. Serve the first `truncate_dim`
             dimensions (1 to `encoder.embedding_dim`); `None` for all.
+        precision: refused: a SavedModel serves float32 vectors (`encode`'s
+            `precision` quantizes them); `compute` names the matmuls' dtype.
 
     Returns:
         `path`.
@@ -322,8 +211,9 @@ def export_saved_model(
         sbert_keras.utils.backends.TensorFlowRequired: TensorFlow is not
             installed or not Keras' backend (load the `.keras` file under
             TensorFlow to export a model trained on JAX or PyTorch).
-        ValueError: no preprocessor; an unknown `prompt_name`; `truncate_dim`
-            out of range.
+        ValueError: no preprocessor; `compute="int8"` or an unknown word; an
+            unknown `prompt_name`; `truncate_dim` out of range.
+        TypeError: `precision=` (what `encode` returns), naming `compute`.
         sbert_keras.utils.disk_space.DiskFullError: not enough disk space (checked
             before writing against an estimate, and during the write);
             nothing is left behind.
@@ -338,6 +228,12 @@ def export_saved_model(
     ```
     """
     backends.require_tensorflow("export_saved_model")
+    if precision is not None:
+        raise TypeError(
+            f"export_saved_model() serves float32 vectors and takes no `precision` (received {precision!r}); "
+            "the matmuls' dtype is `compute`, and encode(precision=...) quantizes stored vectors."
+        )
+    compute = check_export_compute(compute)
     outputs.prepare_dir(path, overwrite, flag="path")  # before the tracing work
     if encoder.preprocessor is None:
         raise ValueError("The encoder has no preprocessor; strings cannot be served.")
@@ -345,28 +241,16 @@ def export_saved_model(
     prompt = encoder.resolve_prompt(prompt, prompt_name) or ""
     truncate_dim = check_truncate_dim(truncate_dim, encoder.embedding_dim)
     preprocessor = encoder.preprocessor
-    forward, trackables, route, resolved = serving_forward(encoder.engine, compute)
+    forward, trackables, _, resolved = serving_forward(encoder.engine, compute)
     pad_id = preprocessor.tokenizer.pad_token_id
     dim, normalize = encoder.embedding_dim, encoder.normalize
-    guard = None
-    if resolved == "int8":  # the route's own forward with float32 matmuls is the fallback branch
-        float_forward, _ = route.forward(resolved, int8.MatmulPolicy.dequantized("float32"))
-        guard = Int8Guard(forward, float_forward, probe_references(encoder, forward))
-        trackables = [*trackables, guard]
 
     def serve(text):
         text = checked_request(text)
         if prompt:
             text = tf.strings.join([prompt, text])
         ids, _ = preprocessor.ragged_token_ids(text)
-        if guard is None:
-            embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim)
-        else:
-            embeddings = tf.cond(
-                guard.use_int8(),
-                lambda: sorted_batches(guard.int8_forward, ids, pad_id, batch_size, dim),
-                lambda: sorted_batches(guard.float_forward, ids, pad_id, batch_size, dim),
-            )
+        embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim)
         if truncate_dim is not None:
             embeddings = embeddings[:, :truncate_dim]
         if normalize:

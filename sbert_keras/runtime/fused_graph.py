@@ -172,8 +172,6 @@ def dense(x, weights, activation=None, policy=None):
     if isinstance(weights, int8.INT8_WEIGHT_TYPES):
         return int8.int8_dense(x, weights, activation, policy)
     kernel, bias = weights.kernel, weights.bias
-    if policy is not None and policy.float_roles_in_dtype:  # an int8 export's float branch: no bf16 role
-        kernel, bias = tf.cast(kernel, policy.dtype), tf.cast(bias, policy.dtype)
     y = tf.nn.bias_add(tf.matmul(tf.cast(x, kernel.dtype), kernel), bias)
     return y if activation is None else activation(y)
 

@@ -127,8 +127,8 @@ class HostEngine:
             self._runs[key] = run
         return self._runs[key]
 
-    def encode(self, texts, batch_size, show_progress=None, compute="auto", like_export=False):
-        """`(pooled float32 (n, dim), number truncated)` of checked `texts` (`like_export` has no meaning here)."""
+    def encode(self, texts, batch_size, show_progress=None, compute="auto"):
+        """`(pooled float32 (n, dim), number truncated)` of checked `texts`."""
         out = np.zeros((len(texts), self.encoder.embedding_dim), "float32")
         show = bool(show_progress or (show_progress is None and len(texts) > 8 * batch_size))
         first = bool(texts) and compute not in self.prepared

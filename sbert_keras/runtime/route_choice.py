@@ -93,13 +93,14 @@ class RouteChoice:
         """`(route, resolved compute)` pairs in the order tried for `size` texts in `compute`.
 
         For each path of `computes(compute)`, the routes that declare it and
-        `size`, usable here (and `exportable` when asked), highest rank first;
+        `size`, usable here (and exportable in it when asked), highest rank first;
         under `"auto"` only those `fast` in it. A route runs `route.runs(path)`.
         """
         auto, pairs = compute in (None, "auto"), []
         for path in self.computes(compute):
             for route in sorted(self.routes.values(), key=lambda route: -route.rank):
-                served = path in route.computes and size in route.sizes and (route.exportable or not exportable)
+                held = not exportable or path in route.exportable
+                served = path in route.computes and size in route.sizes and held
                 if served and (not auto or route.fast(path)) and route.usable():
                     pairs.append((route, route.runs(path)))
         return list(dict.fromkeys(pairs))
@@ -117,7 +118,7 @@ class RouteChoice:
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.
 
-        `exportable`: only routes a SavedModel can hold (the export's `plan`).
+        `exportable`: only routes a SavedModel can hold in the path (the export's `plan`).
         """
         key = (compute, size, exportable)
         if key not in self._choices:

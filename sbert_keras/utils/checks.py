@@ -10,6 +10,8 @@ import numbers
 
 import numpy as np
 
+from sbert_keras.utils.defaults import EXPORT_COMPUTES
+
 
 class NotAnIntegerError(TypeError, ValueError):
     """A count given as something other than an integer (`2.5`, `"8"`, `True`).
@@ -43,6 +45,33 @@ def check_positive_int(value, name):
     if value < 1:
         raise ValueError(f"`{name}` must be an integer >= 1. Received {value!r}.")
     return int(value)
+
+
+def check_export_compute(compute, name="compute"):
+    """`compute` if a SavedModel can run it (`defaults.EXPORT_COMPUTES`), or one line naming `name`.
+
+    Args:
+        compute: str or None (`"auto"`).
+        name: str. The argument as the user wrote it (`"--compute"` for the CLI).
+
+    Raises:
+        ValueError: `"int8"` (saying what to export instead) or an unknown word.
+
+    Example:
+    ```python
+    check_export_compute("bfloat16")  # "bfloat16"
+    ```
+    """
+    compute = "auto" if compute is None else compute
+    if compute == "int8":
+        raise ValueError(
+            f"{name}='int8' cannot be exported: a SavedModel runs float matmuls (TensorFlow's int8 kernels are "
+            "slower than its bfloat16 ones and round otherwise than encode's int8). Export with 'auto' or "
+            "'float32', and quantize stored vectors with encode(precision='int8')."
+        )
+    if compute not in EXPORT_COMPUTES:
+        raise ValueError(f"{name} must be one of {EXPORT_COMPUTES}. Received {compute!r}.")
+    return compute
 
 
 def check_finite(embeddings, name):

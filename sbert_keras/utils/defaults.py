@@ -115,6 +115,13 @@ ENCODE_COMPUTE = "auto"
 POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 POLICY_COMPUTES = ("auto",) + tuple(POLICIES)
 DEPRECATED_POLICY_NAMES = {policy: word for word, policy in POLICIES.items() if policy != word}
+# What a SavedModel's matmuls run in: every compute path but int8. A
+# SavedModel is served by TensorFlow, whose int8 kernels (oneDNN) ran slower
+# than its bfloat16 ones and rounded otherwise than `encode`'s int8
+# (TFLite's XNNPACK), so an int8 SavedModel would be a slower, second int8
+# answer (benchmarks/HISTORY.md). An encoder quantized by Keras exports
+# float matmuls of its dequantized weights.
+EXPORT_COMPUTES = tuple(c for c in COMPUTES if c != "int8")
 # `precision` names what `encode` returns, as in sentence-transformers'
 # `encode(precision=...)` and `quantize_embeddings`: float32 vectors, or
 # scalar-quantized (int8, uint8: 256 buckets per dimension between a

@@ -91,7 +91,6 @@ def test_fit_evaluate_and_predict_take_raw_strings(run):
     "argv, feature",
     [
         (["export", "--model", "m", "--output", "out"], "sbert-keras export --format saved-model"),
-        (["encode", "--model", "m", "--input", "in.txt", "--output", "out", "--like-export"], "--like-export"),
         (["embed-corpus", "--model", "m", "--input", "in.txt", "--output", "out"], "embed-corpus"),
     ],
 )

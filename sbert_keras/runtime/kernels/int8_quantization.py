@@ -9,19 +9,14 @@ float32 (`benchmarks/int8_experiment.py` prints the table), so they are
 written here, in TensorFlow ops (weights are computed inside a
 `tf.function` by the fused graph's weight cache).
 
-`DEFAULT_RECIPE` quantizes as XNNPACK's dynamic int8 kernels do, so that an
-int8 SavedModel and `encode`'s TFLite route give one answer: every matmul in
-int8, one uint8 scale and zero point per row of activations (`"row"`), per
-output channel for the weights, no smoothing and no calibration. A text's
-vector does not depend on the other texts of its batch. Measured on
-all-MiniLM-L6-v2, the 3,000 STS-B dev sentences: min cosine 0.9951 to
-float32, Spearman 0.8663 (float32 0.8672); an int8 SavedModel serving them
-in requests of 64 matches `encode(compute="int8", like_export=True)` to a
-min cosine of 0.99989. `BATCH_SCALE_RECIPE` (SmoothQuant alpha 0.5, one
-activation scale per batch, the feed-forward output matmul in bf16) runs
-about 1.4x faster in TensorFlow, but a text's vector then depends on its
-batch: requests of 64 and `encode`'s length-sorted batches
-agreed only to a min cosine of 0.9915.
+`DEFAULT_RECIPE` quantizes as XNNPACK's dynamic int8 kernels do: every
+matmul in int8, one uint8 scale and zero point per row of activations
+(`"row"`), per output channel for the weights, no smoothing and no
+calibration, so a text's vector does not depend on the other texts of its
+batch. `BATCH_SCALE_RECIPE` (SmoothQuant alpha 0.5, one activation scale
+per batch, the feed-forward output matmul in bf16) runs faster in
+TensorFlow, but a text's vector then depends on its batch.
+`benchmarks/experiments/int8_experiment.py` prints what each recipe costs.
 
 Example:
 ```python

@@ -3,9 +3,9 @@
 Why this is hand-written, and why this route:
 
 - Keras's own int8 path (`layer.quantize("int8")`) runs
-  `BatchMatMulV3(int8, int8 -> int32)`, an Eigen kernel without VNNI: about
-  68 GOP/s here, five times slower than a bf16 matmul, so a quantized
-  encoder is slower than a float one.
+  `BatchMatMulV3(int8, int8 -> int32)`, an Eigen kernel without VNNI,
+  several times slower than a bf16 matmul, so a quantized encoder is
+  slower than a float one (benchmarks/RESULTS.md).
 - `tf.raw_ops.QuantizedMatMulWithBiasAndDequantize` takes only unsigned
   activations and one scale per weight tensor, and under oneDNN v3 its
   MIN_FIRST bias compensation is wrong (an error of 2.5e5 at scale 6).
@@ -19,10 +19,11 @@ Why this is hand-written, and why this route:
   the op or the CPU feature is missing, or where the op is not exact on a
   full-scale product (`kernel_probe_error`: oneDNN's non-VNNI kernel sums
   pairs in saturating int16, measured with `ONEDNN_MAX_CPU_ISA`).
-- It is the int8 route of SavedModels (TF Serving runs TensorFlow graphs) and
-  `encode`'s fallback: in-process, `encode` runs int8 through TFLite's XNNPACK
-  where it passes its self-check (`sbert_keras.runtime.routes.xnnpack_int8`: every matmul in int8
-  with per-row activation scales, 1.46x this route's speed, measured).
+- It is `encode`'s int8 fallback: `encode` runs int8 through TFLite's
+  XNNPACK where it passes its self-check
+  (`sbert_keras.runtime.routes.xnnpack_int8`: every matmul in int8 with
+  per-row activation scales, faster than this route), and this route where
+  XNNPACK is off, fails or cannot run. SavedModels hold no int8.
 
 Two traps of the op, both measured: with `is_weight_const=True` the kernel
 caches the first weights it sees (re-laid out for oneDNN) and silently
@@ -30,8 +31,8 @@ reuses them when a later call passes other weights; and the op exists only
 in graphs, so `int8_dense` must run inside a `tf.function`. So it is built
 with `False` (weights re-laid out per call), except under a
 `MatmulPolicy(constant_weights=True)`, for graphs re-traced whenever their weights change
-(the engine's, one trace per `FusedWeights.version`, and SavedModels): that
-cache makes `encode` about 6% faster (950 -> 1,010 texts/s, MiniLM-L6).
+(the engine's, one trace per `FusedWeights.version`): that cache makes
+`encode` a little faster.
 
 Weights follow Keras's int8 layout: symmetric per-output-channel int8,
 `kernel ~= q * kernel_range / 127` (Keras stores `127 / kernel_range`).
@@ -42,7 +43,7 @@ graph's one dispatch point, `fused.dense`, calls `int8_dense` for these
 weight types. How it runs them is a `MatmulPolicy`, fixed when the graph is
 built and passed down (`fused.build_forward(..., matmul_policy=...)`): the
 int8 op, its weights constant or not, or the weights dequantized to a float
-dtype (a host without exact int8 matmuls; an int8 SavedModel's float branch).
+dtype (a host without exact int8 matmuls).
 
 Example:
 ```python
@@ -88,8 +89,8 @@ StaticUint8DenseWeights = collections.namedtuple(
     "StaticUint8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale", "input_shift", "input_range"]
 )
 # One asymmetric uint8 scale and zero point per row, computed at run time: how
-# XNNPACK's dynamic int8 kernels (QD8) quantize, so a SavedModel computes what
-# `encode`'s TFLite route computes.
+# XNNPACK's dynamic int8 kernels (QD8) quantize, so this fallback keeps that
+# route's scheme.
 RowInt8DenseWeights = collections.namedtuple("RowInt8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale"])
 INT8_WEIGHT_TYPES = (
     Int8DenseWeights,
@@ -152,9 +153,6 @@ class MatmulPolicy:
         int8_op: bool. int8 weights run oneDNN's `_QuantizedMatMul`; False:
             they are dequantized and multiplied in `dtype`.
         dtype: str. The matmul dtype of dequantized int8 weights.
-        float_roles_in_dtype: bool. Float (non-int8) weights multiply in
-            `dtype` too: an int8 export's float branch, so no bf16 role runs
-            on a host without bf16.
         constant_weights: bool. Build the int8 op with `is_weight_const=True`
             (oneDNN lays the weights out once, at the first call, and reuses
             them): only for a graph traced anew when its weights change.
@@ -164,7 +162,6 @@ class MatmulPolicy:
 
     int8_op: bool = True
     dtype: str = "float32"
-    float_roles_in_dtype: bool = False
     constant_weights: bool = False
     warn: bool = False
 
@@ -175,11 +172,6 @@ class MatmulPolicy:
         if int8_matmul_available(host):
             return cls(constant_weights=constant_weights)
         return cls(int8_op=False, dtype=fallback_dtype(host), warn=True)
-
-    @classmethod
-    def dequantized(cls, dtype="float32"):
-        """Every matmul in `dtype`, int8 weights dequantized, never the int8 op (an int8 export's float branch)."""
-        return cls(int8_op=False, dtype=dtype, float_roles_in_dtype=True)
 
 
 # === Weights ===

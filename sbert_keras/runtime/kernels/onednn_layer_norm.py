@@ -11,10 +11,9 @@ op its remapper emits for Keras 2 LayerNorms. It has a leading underscore,
 so `tf.raw_ops` does not list it and it is built with `op_def_library`
 inside a graph, as `sbert_keras.runtime.kernels.onednn_int8` builds `_QuantizedMatMul`.
 
-Measured on all-MiniLM-L6-v2's shapes (384 features, float32, 2 cores):
-at 448 rows (a batch of 32 texts of 14 tokens) the fused op takes about
-half the time of the composite, but each call has a fixed cost of about
-0.1 ms, so below about 100 rows (a single query) the composite is faster.
+On a batch (hundreds of rows) the fused op takes about half the time of
+the composite, but each call has a fixed cost, so for a single query (a
+few dozen rows) the composite is faster.
 `FUSED_LAYER_NORM_MIN_ROWS` is where the fused graph switches. Checked
 against TensorFlow 2.21.
 

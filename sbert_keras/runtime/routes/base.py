@@ -20,8 +20,9 @@ What a route declares (class attributes and cheap methods; no graph runs):
 - `usable()`: whether this host and encoder can run it at all (a GPU, CPU
   flags, TFLite, an encoder the fused graph reproduces);
 - `fast(precision)`: whether `compute="auto"` may pick it in `precision`;
-- `exportable`, and `forward(precision, matmul_policy)`: whether a
-  SavedModel can hold it, and the TensorFlow forward pass it stores;
+- `exportable`, and `forward(precision)`: the compute paths a SavedModel
+  can hold it in (float ones only: `defaults.EXPORT_COMPUTES`), and the
+  TensorFlow forward pass it stores;
 - `checked`, `check_in` and `builds_on`: whether it proves itself against
   the float32 Keras graph before use (`check(precision)`, asked once
   through the engine's verdict table), the one compute path its check runs
@@ -147,7 +148,7 @@ class Route:
     rank = 0  # the higher, the earlier it is tried
     computes = ()  # the compute paths it serves
     sizes = SIZES  # the size classes it serves
-    exportable = False  # whether a SavedModel can hold it (`forward`)
+    exportable = ()  # the compute paths a SavedModel can hold it in (`forward`)
     checked = True  # whether it proves itself against the float32 Keras graph before use
     check_in = None  # the one compute path its check runs in (None: the path it serves)
     builds_on = None  # the name of the route whose graph it runs too
@@ -180,13 +181,10 @@ class Route:
         """Its `Runner` in `precision`."""
         raise NotImplementedError
 
-    def forward(self, precision, matmul_policy=None):
-        """`(forward, trackables)` of an exportable route: its untraced TensorFlow forward pass.
+    def forward(self, precision):
+        """`(forward, trackables)` in a compute path of `exportable`: its untraced TensorFlow forward pass.
 
         `forward(token_ids, padding_mask)` -> float32 vectors; `trackables`:
-        the objects holding the variables it reads. `matmul_policy` (a
-        `kernels.onednn_int8.MatmulPolicy`): how int8 dense layers run, for
-        a route that runs int8 matmuls (the export's int8 guard builds a
-        float branch with it).
+        the objects holding the variables it reads.
         """
         raise NotImplementedError(f"The {self.name!r} route cannot be exported.")

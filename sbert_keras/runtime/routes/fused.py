@@ -7,14 +7,15 @@ usable wherever `fused.unsupported_reason` accepts the encoder, and checked
 once per precision against the float32 Keras graph (`self_check.probe_check`).
 `compute="auto"` picks its int8 only where oneDNN runs int8 matmuls
 (`int8.int8_matmul_available`); an explicit int8 request runs it anyway
-(dequantized). It is what SavedModels serve (`forward`), with its weights
-in their cast and fused form.
+(dequantized). It is what SavedModels serve in a float compute path
+(`forward`), with its weights in their cast and fused form.
 """
 
 from sbert_keras.runtime import fused_graph as fused
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.runtime.routes import base
+from sbert_keras.utils.defaults import EXPORT_COMPUTES
 
 
 @base.register
@@ -32,7 +33,7 @@ class FusedRoute(base.Route):
     name = "fused"
     rank = 20
     computes = ("float32", "bfloat16", "float16", "int8")
-    exportable = True
+    exportable = EXPORT_COMPUTES[1:]  # not "auto"
 
     def usable(self):
         return self.graphs.fused_supported()
@@ -54,11 +55,9 @@ class FusedRoute(base.Route):
 
         return base.GraphRunner(graphs, resolve, lambda: graphs.fused_function(precision))
 
-    def forward(self, precision, matmul_policy=None):
-        """The fused forward pass over its cast weights; served int8 weights are constants to oneDNN by default."""
+    def forward(self, precision):
+        """The fused forward pass over its cast weights."""
         weights = self.graphs.fused_weights(precision)
         projections = list(getattr(self.encoder, "projections", None) or [])
-        if matmul_policy is None and precision == "int8":
-            matmul_policy = int8.MatmulPolicy.for_host(self.host, constant_weights=True)
-        forward = fused.build_forward(self.encoder, weights, matmul_policy=matmul_policy)
+        forward = fused.build_forward(self.encoder, weights)
         return forward, [weights.module] + projections

@@ -10,6 +10,7 @@ in float32 only: the reference, the last fallback.
 
 from sbert_keras.runtime.graphs import keras_forward
 from sbert_keras.runtime.routes import base
+from sbert_keras.utils.defaults import EXPORT_COMPUTES
 
 
 @base.register
@@ -26,7 +27,7 @@ class KerasGraphRoute(base.Route):
     name = "keras"
     rank = 0
     computes = ("float32", "bfloat16", "float16", "int8")
-    exportable = True
+    exportable = EXPORT_COMPUTES[1:]  # not "auto"
     checked = False
 
     def fast(self, precision):
@@ -43,7 +44,7 @@ class KerasGraphRoute(base.Route):
 
         return base.GraphRunner(graphs, resolve, lambda: graphs.keras_function(precision))
 
-    def forward(self, precision, matmul_policy=None):
+    def forward(self, precision):
         """The Keras model (or its copy under the mixed policy of `precision`) as a forward pass."""
         model = self.graphs.keras_model(precision)
         return keras_forward(model), [model]

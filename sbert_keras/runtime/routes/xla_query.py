@@ -4,17 +4,15 @@ Why this exists: a single query is 10-30 tokens, so every matmul of the
 fused graph (`sbert_keras.runtime.fused_graph`) has a handful of rows, and TensorFlow's
 per-op dispatch and oneDNN's small-matrix kernels, not the arithmetic, set
 its latency. XLA, TensorFlow's own compiler (`tf.function(jit_compile=True)`),
-compiles the same fused graph into one program. Measured on
-all-MiniLM-L6-v2 (2-core AVX-512 EPYC, medians of 100-200 interleaved calls
-of the forward pass in one process, several runs): one text of 12 tokens
-7.8-8.9 ms, against 10.5-12.8 ms for the oneDNN graph in bfloat16 and
-11.5-11.9 ms in float32; one of 32 tokens 10.9 ms against 13.1 / 14.0 ms.
-From 4 x 16 tokens (or one text of 64) on it is no faster, so only one text
-of up to `MAX_TOKENS` tokens takes it.
+compiles the same fused graph into one program, which answers a text of
+12 to 32 tokens faster than the oneDNN graph in bfloat16 or float32
+(benchmarks/RESULTS.md, single-query latency). From 4 x 16 tokens (or one
+text of 64) on it is no faster, so only one text of up to `MAX_TOKENS`
+tokens takes it.
 
 XLA compiles once per input shape, so the text is padded (and masked) to a
 multiple of `BUCKET` tokens: at most `MAX_TOKENS / BUCKET` compilations per
-encoder (about 1 s each on MiniLM), made by the self-check on first use.
+encoder, made by the self-check on first use.
 It computes in float32, so a query gets vectors within the float32 gate of
 the Keras graph even when batches run in bfloat16. Nothing is trusted
 blindly: on first use each probe text runs through it and is compared with

@@ -2,29 +2,23 @@
 
 Why this route: `encode` in int8 is matmul-bound, and the fastest int8
 matmuls TensorFlow ships on CPU are XNNPACK's, inside its TFLite runtime.
-Measured on all-MiniLM-L6-v2 (3,000 STS-B dev sentences, batch 32, 2-core
-AVX-512 + VNNI CPU, `benchmarks/encode_peers.py`):
-
-- oneDNN int8 inside TensorFlow (`sbert_keras.runtime.kernels.onednn_int8`)
-  runs the same scheme (per-row activation scales, per-channel weights),
-  but quantizing activations, LayerNorm and attention run as separate
-  TensorFlow ops: about 1,200 texts/s.
-- The TFLite converter's dynamic-range quantization of the same graph
-  (`fused.build_forward`, float32 weights) stores per-output-channel int8
-  weights, and XNNPACK quantizes each matmul's activations per row at run
-  time (its QD8 kernels, `vpdpbusd` with VNNI). Every matmul runs in int8 and
-  the vectors stay within a min cosine of about 0.994 of float32: 1,532
-  texts/s (1.46x the oneDNN route's 1,052 in a SavedModel), and a single
-  query through `encode` in 1.3 ms median (benchmarks/RESULTS.md).
+The TFLite converter's dynamic-range quantization of the fused graph
+(`fused.build_forward`, float32 weights) stores per-output-channel int8
+weights, and XNNPACK quantizes each matmul's activations per row at run
+time (its QD8 kernels, `vpdpbusd` with VNNI): every matmul runs in int8,
+the vectors stay within the int8 self-check gate of float32, and it runs
+faster than oneDNN's int8 inside TensorFlow
+(`sbert_keras.runtime.kernels.onednn_int8`), where quantizing activations,
+LayerNorm and attention are separate TensorFlow ops (benchmarks/RESULTS.md).
 
 The converter and the runtime come with TensorFlow (`tf.lite`), so nothing is
 added; `ai_edge_litert`'s interpreter, its successor, is used where it is
 installed. The converted model is a snapshot of the weights: the engine
 converts again when they change (`FusedWeights.version`) and checks the
 result against the Keras graph on first use (`self_check.probe_check`).
-TF Serving runs TensorFlow graphs only, so an int8 SavedModel keeps the
-oneDNN route. Set `SBERT_KERAS_NO_XNNPACK=1` to use the oneDNN route in
-`encode` too.
+A SavedModel cannot hold this route (TF Serving runs TensorFlow graphs), and
+it holds no int8 at all (`defaults.EXPORT_COMPUTES`). Set
+`SBERT_KERAS_NO_XNNPACK=1` to run `encode`'s int8 through oneDNN instead.
 
 Example:
 ```python
@@ -105,7 +99,7 @@ class Runner:
     """
 
     # Calls in flight at once worth making: one call already uses every core
-    # (measured, MiniLM-L6 int8: 1,395 texts/s one at a time, 1,314 two at a time).
+    # (two at a time were slower).
     max_concurrency = 1
 
     def __init__(self, model, version, threads=None):
