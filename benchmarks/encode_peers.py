@@ -34,6 +34,10 @@ one with a contended variant (re-run once) exits 2, unless
 (what an AVX2-only CPU would run: `auto` is float32, int8 dequantized), with
 the torch peer only.
 
+`--shape mpnet` runs it on the real all-mpnet-base-v2 (`fetch_mpnet.py`
+puts it in the cache on first use), with the base-size defaults below and
+Spearman.
+
 `--shape base` runs the same plan on a BERT-base- and a RoBERTa-base-shaped
 sentence-transformers folder (12 layers, 768 wide, 3,072 feed-forward) built
 by `peer/make_base_shape.py` in the sentence-transformers venv with seeded
@@ -62,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import cpu_timing  # noqa: E402
 import encode_peers_report as report  # noqa: E402
+import fetch_mpnet  # noqa: E402
 
 common.silence_tensorflow()
 
@@ -70,7 +75,8 @@ from sbert_keras.data import readers as data  # noqa: E402
 NAME = "encode_peers"
 BATCH_SIZE = 32
 PEER_GROUPS = ("st", "onnx", "openvino", "fastembed")
-SHAPES = ("minilm", "base")
+SHAPES = ("minilm", "base", "mpnet")
+MPNET = "all-mpnet-base-v2"
 BASE_MODELS = ("bert-base", "roberta-base")
 SPEED_ONLY = "random weights built from a transformers config: speed only, the embeddings mean nothing"
 
@@ -82,9 +88,10 @@ def parse_args():
         "--shape",
         choices=SHAPES,
         default="minilm",
-        help="minilm: the real all-MiniLM-L6-v2; base: BERT-base- and RoBERTa-base-shaped random folders (speed only)",
+        help="minilm: the real all-MiniLM-L6-v2; base: BERT-base- and RoBERTa-base-shaped random folders (speed "
+        "only); mpnet: the real all-mpnet-base-v2 (fetched from PyPI into the cache by fetch_mpnet.py)",
     )
-    parser.add_argument("--lines", type=int, default=None, help="STS-B dev lines (default: all; base: 500)")
+    parser.add_argument("--lines", type=int, default=None, help="STS-B dev lines (default: all; base, mpnet: 500)")
     parser.add_argument(
         "--base-dir", default=None, help="where the base-shape folders are built or reused (default: in --work-dir)"
     )
@@ -249,8 +256,9 @@ def run_step(args, work, model_dir, step):
 
 def main():
     args = parse_args()
-    args.passes = args.passes or (1 if args.quick else 2 if args.shape == "base" else 3)
-    args.lines = args.lines or (500 if args.shape == "base" else None)
+    base_size = args.shape in ("base", "mpnet")
+    args.passes = args.passes or (1 if args.quick else 2 if base_size else 3)
+    args.lines = args.lines or (500 if base_size else None)
     if args.emulate_avx2:
         if set(filter(None, args.peers.split(","))) - {"st"} or "flops" in args.ours:
             sys.exit("--emulate-avx2: only --peers st (or none), and --ours without flops")
@@ -274,7 +282,12 @@ def main():
             return 0
         texts, gold, minilm_dir = found
         base = args.shape == "base"
-        models = base_models(args, work, minilm_dir) if base else [("all-MiniLM-L6-v2", minilm_dir)]
+        if base:
+            models = base_models(args, work, minilm_dir)
+        elif args.shape == "mpnet":
+            models = [(MPNET, fetch_mpnet.ensure())]
+        else:
+            models = [("all-MiniLM-L6-v2", minilm_dir)]
         common.emit(
             benchmark=NAME,
             kind="config",

@@ -26,6 +26,8 @@ from sbert_keras import SentenceEncoder
 from sbert_keras.checkpoints import sentencepiece_model
 from sbert_keras.checkpoints.tokenizer_json import MPNetTokenizer
 from sbert_keras.model.mpnet_backbone import MPNetBackbone
+from sbert_keras.runtime import self_check
+from sbert_keras.runtime.routes import xnnpack_int8
 from test_checkpoints import HARD_TEXTS
 
 # fixture -> (backbone class, tokenizer class, separate vocabulary file)
@@ -57,6 +59,11 @@ def fixture_folder(name, variant, tmp_path):
 
 def reference(name, variant):
     return np.load(family_fixture(name, "embeddings-cls.npy" if variant == "cls pooling" else "embeddings.npy"))
+
+
+def min_cosine(a, b):
+    a, b = np.asarray(a, "float64"), np.asarray(b, "float64")
+    return float(np.min(np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))))
 
 
 def encode_all(encoder, texts):
@@ -170,8 +177,24 @@ def test_the_mpnet_tokenizer_packs_its_own_special_tokens_and_serializes():
     assert type(clone) is MPNetTokenizer and clone.lowercase_like_python and clone.oov_token == "[UNK]"
 
 
-@pytest.mark.parametrize("name,route", [("distilbert-dense", "fused"), ("xlm-roberta", "fused"), ("mpnet", "keras")])
-def test_kerashub_backbones_run_the_fused_graph_and_mpnet_the_keras_graph(name, route):
-    # The fused graph checks itself against the Keras graph before it serves (runtime/engine.py).
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_takes_the_fast_routes_it_declares_within_their_gates(name):
+    # No silent fallback to the plain Keras graph: float32 and bf16 batches run
+    # the fused graph (MPNet's relative bias included), int8 runs XNNPACK
+    # where the CPU has VNNI/AMX, and each passes its gate against the Keras graph.
     encoder = SentenceEncoder.from_preset(family_fixture(name, "model"))
-    assert encoder.engine.route("float32") == (route, "float32")
+    engine = encoder.engine
+    routes = {"float32": "fused"}
+    if engine.host.bf16:
+        routes["bfloat16"] = "fused"
+    if xnnpack_int8.available(engine.host):
+        routes["int8"] = "xnnpack"
+    texts = HARD_TEXTS[:6] + ["a dog", "two dogs run through the snow on a cold winter morning"]
+    reference, _, _ = engine.routes["keras"].build("float32").query(texts)
+    for compute, route in routes.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # a failed self-check warns
+            got = encoder.encode(texts, batch_size=4, compute=compute, normalize=False, show_progress=False)
+        assert engine.route(compute) == (route, compute)
+        gate = 0.99999 if compute == "float32" else self_check.MIN_COSINE[compute]
+        assert min_cosine(got, reference) >= gate, compute

@@ -17,6 +17,7 @@ from sbert_keras import SentenceEncoderPreprocessor
 from sbert_keras.compat import keras_hub as keras_hub_reads
 from sbert_keras.runtime import engine as inference
 from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_support
 from sbert_keras.runtime.routes.fused import FusedRoute
 from sbert_keras.utils import hardware
 from sbert_keras.utils.hardware import Host
@@ -46,7 +47,7 @@ def min_cosine(a, b):
 @pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
 def test_fused_graph_matches_the_keras_graph(kind, pooling):
     encoder = tiny_encoder(pooling=pooling, normalize=True, kind=kind)
-    assert fused.supports(encoder)
+    assert fused_support.supports(encoder)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = encoder.encode(TEXTS, compute="float32")
@@ -240,7 +241,7 @@ def test_other_backbones_use_the_keras_graph():
     )
     preprocessor = SentenceEncoderPreprocessor(tokenizer, sequence_length=16, include_segment_ids=True)
     encoder = SentenceEncoder(backbone, preprocessor)
-    assert "BertBackbone" in fused.unsupported_reason(encoder)
+    assert "BertBackbone" in fused_support.unsupported_reason(encoder)
     for precision in ("float32", "bfloat16", "auto"):
         out = encoder.encode(TEXTS, compute=precision)
         assert np.isfinite(out).all()
@@ -261,7 +262,7 @@ def test_keras_quantized_encoder_is_correct(tmp_path):
     encoder.quantize("int8")
     np.testing.assert_allclose(encoder.encode(TEXTS), out, atol=1e-6)
     # Keras int8 block matmuls and embeddings are read (sbert_keras.runtime.kernels.int8_quantization).
-    assert fused.unsupported_reason(encoder) is None
+    assert fused_support.unsupported_reason(encoder) is None
     for precision in ("auto", "float32", "bfloat16"):
         out = encoder.encode(TEXTS, compute=precision)
         # Keras' int8 layers quantize activations per tensor, so padding moves

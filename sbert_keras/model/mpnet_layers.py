@@ -151,6 +151,26 @@ class MPNetBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
+    # The attribute holding each sublayer, by the roles of KerasHub's
+    # `TransformerEncoder` parts (`compat.keras_hub.BlockParts`): `output` is
+    # a Keras `Layer` property, so the feed-forward output is `output_dense`.
+    SUBLAYERS = {
+        "query": "query",
+        "key": "key",
+        "value": "value",
+        "attention_output": "attention_output",
+        "attention_norm": "attention_norm",
+        "attention_dropout": "attention_dropout",
+        "intermediate": "intermediate",
+        "output": "output_dense",
+        "feedforward_norm": "feedforward_norm",
+        "feedforward_dropout": "output_dropout",
+    }
+
+    def sublayer(self, role):
+        """The built sublayer of `role` (a key of `SUBLAYERS`), e.g. `block.sublayer("output")`."""
+        return getattr(self, self.SUBLAYERS[role])
+
     def _dense(self, units, input_dim, name, activation=None):
         initializer = self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config())
         layer = keras.layers.Dense(

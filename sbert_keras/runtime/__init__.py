@@ -21,6 +21,8 @@ importing only those below it:
 - `strings_graph`: strings to vectors in one graph call (queries);
 - `batching`: length-sorted batches, the truncation report, the final vectors;
 - `fused_graph`: the fused forward pass and its cached `FusedWeights`;
+- `fused_support`: which encoders the fused graph computes exactly (MPNet's
+  relative bias included), their blocks' sublayers by role;
 - `kernels/`: hand-built ops (oneDNN LayerNorm, oneDNN int8 matmuls and
   their `MatmulPolicy`, int8 quantization of weights);
 - `cold_start`: the first call's status line and the on-disk caches;

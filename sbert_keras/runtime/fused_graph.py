@@ -1,4 +1,4 @@
-"""The fused forward pass of RoBERTa/BERT-layout encoders, with cached weights.
+"""The fused forward pass of the encoders `fused_support` accepts, with cached weights.
 
 Why this exists: `encode` is matmul-bound, and the Keras graph of KerasHub's
 `TransformerEncoder` leaves speed on the table on CPU (per-op split:
@@ -16,7 +16,7 @@ projection in float32 (LayerNorm through oneDNN's fused kernel,
 `runtime.kernels.onednn_layer_norm`). Keras and KerasHub have no such mixed
 "bf16 matmul, float32 elsewhere" inference path, so it is written here.
 Nothing in it is trusted blindly: `runtime.engine` checks it against the
-Keras graph on first use and falls back when they differ, and `supports`
+Keras graph on first use and falls back when they differ, and `fused_support`
 refuses any layer it does not reproduce exactly (other classes, quantized
 layers, gated or windowed attention, activations it does not know).
 
@@ -34,26 +34,15 @@ import math
 
 import keras
 import numpy as np
-from keras_hub.layers import TokenAndPositionEmbedding
-from keras_hub.layers import TransformerEncoder
-from keras_hub.models import DistilBertBackbone
-from keras_hub.models import RobertaBackbone
-from keras_hub.models import XLMRobertaBackbone
 
 from sbert_keras.compat import tensorflow as compat_tf
-from sbert_keras.compat.keras import flatten_layers
-from sbert_keras.compat.keras_hub import block_parts
-from sbert_keras.model.backbone import BertLayoutBackbone
 from sbert_keras.runtime import weight_writes
+from sbert_keras.runtime.fused_support import block_sublayers
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
 from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
 from sbert_keras.utils.backends import tensorflow as tf
 
-# Backbones whose graph is embeddings -> LayerNorm -> post-LN TransformerEncoders.
-SUPPORTED_BACKBONES = (BertLayoutBackbone, RobertaBackbone, XLMRobertaBackbone, DistilBertBackbone)
-# Activations the fused graph applies by calling the same Keras function.
-KNOWN_ACTIVATIONS = (keras.activations.gelu, keras.activations.relu, keras.activations.tanh, keras.activations.linear)
 SAMPLES_PER_VARIABLE = 32
 
 DenseWeights = collections.namedtuple("DenseWeights", ["kernel", "bias"])
@@ -61,89 +50,10 @@ NormWeights = collections.namedtuple("NormWeights", ["gamma", "beta"])
 BlockWeights = collections.namedtuple(
     "BlockWeights", ["qkv", "attention_output", "attention_norm", "intermediate", "output", "feedforward_norm"]
 )
-ModelWeights = collections.namedtuple("ModelWeights", ["token_table", "position_table", "embedding_norm", "blocks"])
-
-
-def quantized_layers(encoder):
-    """The names of `encoder`'s layers quantized by Keras (`layer.quantization_mode` set)."""
-    return [
-        layer.name for layer in flatten_layers(encoder, include_self=False) if getattr(layer, "quantization_mode", None)
-    ]
-
-
-def _unreadable_quantized(encoder):
-    """Quantized layers the fused graph cannot read: not int8, LoRA, or not a block matmul / the token embedding."""
-    readable = set()
-    for block in encoder.backbone.transformer_layers:
-        parts = block_parts(block)
-        readable |= {
-            id(d)
-            for d in (parts.query, parts.key, parts.value, parts.attention_output, parts.intermediate, parts.output)
-        }
-    readable.add(id(encoder.backbone.embeddings.token_embedding))
-    return [
-        layer.name
-        for layer in flatten_layers(encoder, include_self=False)
-        if getattr(layer, "quantization_mode", None)
-        and (layer.quantization_mode != "int8" or getattr(layer, "lora_enabled", False) or id(layer) not in readable)
-    ]
-
-
-def supports(encoder):
-    """Whether the fused graph computes `encoder`'s graph (see `unsupported_reason`)."""
-    return unsupported_reason(encoder) is None
-
-
-def unsupported_reason(encoder):
-    """Why the fused graph cannot compute `encoder`'s graph, or `None` if it can.
-
-    Exact class checks: a subclass may change `call`. Of the layers
-    quantized by Keras, only the blocks' int8 matmuls (no LoRA) are read
-    (`int8_quantize.float_kernel`); any other is refused.
-
-    Args:
-        encoder: a `SentenceEncoder`.
-    """
-    backbone = encoder.backbone
-    if type(backbone) not in SUPPORTED_BACKBONES:
-        return f"backbone class {type(backbone).__name__}"
-    if type(backbone.embeddings) is not TokenAndPositionEmbedding:
-        return f"embedding class {type(backbone.embeddings).__name__}"
-    norms = [backbone.embeddings_layer_norm]
-    for block in backbone.transformer_layers:
-        if type(block) is not TransformerEncoder or block.normalize_first:
-            return f"block {block.name!r} is not a post-LayerNorm TransformerEncoder"
-        parts = block_parts(block)
-        unreadable = _unreadable_quantized(encoder) if quantized_layers(encoder) else []
-        if unreadable:
-            return f"quantized layers {unreadable[:3]} (only Keras int8 block matmuls are read)"
-        config = parts.attention.get_config()
-        if (
-            config.get("use_gate")
-            or config.get("sliding_window") is not None
-            or config.get("attention_axes") not in (None, (1,), [1])
-            or config.get("output_shape") is not None
-            or config["num_heads"] * config["key_dim"] != parts.query.kernel.shape[0]
-            or config["value_dim"] != config["key_dim"]
-        ):
-            return f"attention options of {block.name!r}: {config}"
-        denses = (parts.query, parts.key, parts.value, parts.attention_output, parts.intermediate, parts.output)
-        if any(dense.bias is None for dense in denses):
-            return f"a dense layer of {block.name!r} has no bias"
-        if parts.intermediate.activation not in KNOWN_ACTIVATIONS:
-            return f"activation {parts.intermediate.activation!r} of {block.name!r}"
-        if parts.output.activation is not keras.activations.linear:
-            return f"output activation of {block.name!r}"
-        norms += [parts.attention_norm, parts.feedforward_norm]
-    for norm in norms:
-        if (
-            type(norm) is not keras.layers.LayerNormalization
-            or not (norm.center and norm.scale)
-            or getattr(norm, "rms_scaling", False)
-            or norm.axis not in (-1, [-1], [2])
-        ):
-            return f"LayerNorm options of {norm.name!r}"
-    return None
+# `relative_bias`: MPNet's `(buckets, heads)` table of attention-score biases, `()` for other families.
+ModelWeights = collections.namedtuple(
+    "ModelWeights", ["token_table", "position_table", "embedding_norm", "blocks", "relative_bias"]
+)
 
 
 def prepare_dense(kernel, bias, precision, role=None, int8_stats=None, int8_recipe=None, host=None):
@@ -199,7 +109,7 @@ def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None, host
 
     blocks = []
     for i, block in enumerate(backbone.transformer_layers):
-        parts = block_parts(block)
+        parts = block_sublayers(block)
         qkv = (parts.query, parts.key, parts.value)
         hidden = parts.query.kernel.shape[0]
         blocks.append(
@@ -223,11 +133,13 @@ def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None, host
             )
         )
     embeddings = backbone.embeddings
+    bias = getattr(backbone, "relative_position_bias", None)
     return ModelWeights(
         int8_quantize.float_embeddings(embeddings.token_embedding),
         f32(embeddings.position_embedding.position_embeddings),
         norm(backbone.embeddings_layer_norm),
         tuple(blocks),
+        () if bias is None else f32(bias.embeddings),
     )
 
 
@@ -328,6 +240,22 @@ class FusedWeights:
         return tf.reduce_any([tf.reduce_any(tf.not_equal(current, w._last)) for w in (self, *others)])
 
 
+def position_bias(layer, table, length):
+    """MPNet's attention-score bias `(1, heads, length, length)`, as `layer` (a `RelativePositionBias`) computes it.
+
+    Args:
+        layer: the backbone's `RelativePositionBias` (its bucket of every
+            relative position, a NumPy constant).
+        table: float32 `(buckets, heads)`, the layer's weights (cached).
+        length: scalar int32 tensor, the padded length.
+    """
+    positions = tf.range(length)
+    # Reshapes, not new-axis slices: the TFLite converter refuses those.
+    relative = tf.reshape(positions, [1, -1]) - tf.reshape(positions, [-1, 1]) + (layer.max_sequence_length - 1)
+    bias = tf.gather(table, tf.gather(tf.constant(layer.buckets), relative))  # (length, length, heads)
+    return tf.reshape(tf.transpose(bias, [2, 0, 1]), [1, -1, length, length])
+
+
 def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
     """The Python function `(token_ids, padding_mask)` -> pooled, projected float32 vectors.
 
@@ -344,13 +272,14 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
     The vectors are not L2-normalised. Untraced: wrap it in `tf.function`.
     """
     backbone = encoder.backbone
-    parts = [block_parts(block) for block in backbone.transformer_layers]
+    parts = [block_sublayers(block) for block in backbone.transformer_layers]
     num_heads = backbone.num_heads
     epsilons = [backbone.embeddings_layer_norm.epsilon] + [
         (p.attention_norm.epsilon, p.feedforward_norm.epsilon) for p in parts
     ]
     activations = [p.intermediate.activation for p in parts]
     pooling, project = encoder.pooling_layer, getattr(encoder, "project", None)
+    relative = getattr(backbone, "relative_position_bias", None)
 
     # Probed here, outside any trace: the probe runs a graph of its own.
     fused_norm = onednn.layer_norm_available() if fused_norm is None else fused_norm
@@ -372,6 +301,8 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
         x = x + model.position_table[:length]  # no new-axis slices: the TFLite converter refuses them
         x = layer_norm(tf.reshape(x, [-1, hidden]), model.embedding_norm, epsilons[0])
         attention_bias = tf.reshape((1.0 - tf.cast(padding_mask, "float32")) * -1e9, [batch, 1, 1, length])
+        if relative is not None:
+            attention_bias = attention_bias + position_bias(relative, model.relative_bias, length)
         for i, block in enumerate(model.blocks):
             qkv = tf.cast(matmul(x, block.qkv), "float32")
             qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, num_heads, head_dim]), [2, 0, 3, 1, 4])

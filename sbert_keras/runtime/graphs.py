@@ -22,6 +22,7 @@ import keras
 
 from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_support
 from sbert_keras.runtime import strings_graph
 from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
 from sbert_keras.runtime.kernels import onednn_int8 as int8
@@ -36,7 +37,7 @@ def keras_model_for(encoder, precision, copies):
     precision). A copy is built once (kept in `copies`) and re-synced with
     the encoder's weights on every call.
     """
-    if fused.quantized_layers(encoder) or encoder.backbone.dtype_policy.compute_dtype == precision:
+    if fused_support.quantized_layers(encoder) or encoder.backbone.dtype_policy.compute_dtype == precision:
         return encoder
     if precision not in copies:
         config = encoder.get_config()
@@ -58,13 +59,13 @@ def int8_setup(encoder, texts=None):
     ranges is calibrated on `texts` (default:
     `int8_quantize.CALIBRATION_SENTENCES`) through the Keras graph.
     """
-    if fused.quantized_layers(encoder):
+    if fused_support.quantized_layers(encoder):
         return None, int8_quantize.KERAS_INT8_RECIPE
     if not int8_quantize.needs_calibration(int8_quantize.DEFAULT_RECIPE):
         return None, int8_quantize.DEFAULT_RECIPE
     blocks = []
     for block in encoder.backbone.transformer_layers:
-        parts = fused.block_parts(block)
+        parts = fused_support.block_sublayers(block)
         blocks.append(
             {
                 "qkv": parts.query,
@@ -120,13 +121,13 @@ class EncoderGraphs:
     def quantized(self):
         """Whether Keras quantized the encoder."""
         if self._quantized is None:
-            self._quantized = bool(fused.quantized_layers(self.encoder))
+            self._quantized = bool(fused_support.quantized_layers(self.encoder))
         return self._quantized
 
     def fused_supported(self):
-        """Whether the fused graph computes the encoder's graph (`fused.unsupported_reason`)."""
+        """Whether the fused graph computes the encoder's graph (`fused_support.unsupported_reason`)."""
         if self._unsupported is None:
-            self._unsupported = fused.unsupported_reason(self.encoder) or ""
+            self._unsupported = fused_support.unsupported_reason(self.encoder) or ""
         return not self._unsupported
 
     def invalidate(self):

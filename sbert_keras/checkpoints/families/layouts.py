@@ -50,8 +50,6 @@ MPNET_BLOCK = {
     "attention_norm": "attention.LayerNorm",
     "feedforward_norm": "output.LayerNorm",
 }
-# `MPNetBlock` attribute of each role (the same names as `block_parts`, except `output`).
-MPNET_SUBLAYERS = {role: role for role in MPNET_BLOCK} | {"output": "output_dense"}
 
 
 def kerashub_sublayer(backbone, index, role):
@@ -61,7 +59,7 @@ def kerashub_sublayer(backbone, index, role):
 
 def mpnet_sublayer(backbone, index, role):
     """The `role` sublayer of block `index` of an `MPNetBackbone`."""
-    return getattr(backbone.transformer_layers[index], MPNET_SUBLAYERS[role])
+    return backbone.transformer_layers[index].sublayer(role)
 
 
 def _variable(sublayer, index, role, name):

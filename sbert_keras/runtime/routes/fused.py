@@ -3,7 +3,7 @@
 The forward pass of `sbert_keras.runtime.fused_graph` (fused QKV matmuls,
 low-precision matmuls with float32 elsewhere, oneDNN's LayerNorm and int8
 kernels) over weights cast once and refreshed when they change. It is
-usable wherever `fused.unsupported_reason` accepts the encoder, and checked
+usable wherever `fused_support.unsupported_reason` accepts the encoder, and checked
 once per precision against the float32 Keras graph (`self_check.probe_check`).
 `compute="auto"` picks its int8 only where oneDNN runs int8 matmuls
 (`int8.int8_matmul_available`); an explicit int8 request runs it anyway
