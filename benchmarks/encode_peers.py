@@ -116,7 +116,7 @@ def parse_args():
         default="default,float32,keras_int8",
         help="export_saved_model compute paths to serve, of default (no compute "
         "argument), float32, bfloat16, auto, keras_int8 (quantize, then export: "
-        "float matmuls of the dequantized weights)",
+        "its Keras graph)",
     )
     parser.add_argument("--passes", type=int, default=None, help="timed passes (default 3, base 2, quick 1)")
     parser.add_argument(

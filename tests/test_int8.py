@@ -356,7 +356,7 @@ def test_encode_int8_runs_int8_matmuls_and_matches_float32():
     encoder = tiny_encoder()
     reference = encoder.encode(TEXTS, compute="float32")
     out = encoder.encode(TEXTS, compute="int8")
-    assert encoder.engine.plan("int8") == ("fused", "int8")
+    assert encoder.engine.route("int8") == ("fused", "int8")
     assert min_cosine(out, reference) > 0.99
     # DEFAULT_RECIPE: qkv, attention output, intermediate and output in int8 per block.
     assert int8_ops(encoder) == (8 if int8.int8_matmul_available() else 0)
@@ -392,10 +392,10 @@ def test_keras_quantized_encoder_runs_its_int8_weights_fast():
     encoder.quantize("int8")
     keras_int8 = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS), verbose=0))
     out = encoder.encode(TEXTS, normalize=False, compute="int8")
-    assert encoder.engine.plan("int8") == ("fused", "int8")
+    assert encoder.engine.route("int8") == ("fused", "int8")
     assert min_cosine(out, keras_int8) > 0.999  # the Keras int8 layers' arithmetic
     if int8.int8_matmul_available():
-        assert encoder.engine.plan("auto") == ("fused", "int8")
+        assert encoder.engine.route("auto") == ("fused", "int8")
         assert int8_ops(encoder) == 8
 
 

@@ -50,8 +50,9 @@ def test_int8_encode_runs_through_xnnpack_close_to_float32(vnni_encoder):
     assert min_cosine(out, reference) > 0.99
     # One query (tokenised outside the graph) is its row of the batch.
     np.testing.assert_allclose(encoder.encode(TEXTS[2], compute="int8"), out[2], atol=1e-5)
-    # The SavedModel route stays on TensorFlow graphs.
-    assert encoder.engine.plan("int8")[0] != "xnnpack"
+    # No SavedModel holds int8.
+    with pytest.raises(LookupError, match="no route a SavedModel can hold serves compute='int8'"):
+        encoder.engine.plan("int8")
 
 
 def test_xnnpack_follows_new_weights(vnni_encoder):
@@ -77,7 +78,7 @@ def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch
     monkeypatch.setattr(xnnpack.Runner, "__call__", wrong)
     with pytest.warns(UserWarning, match="XNNPACK int8 graph .* diverges .* oneDNN int8 route"):
         out = encoder.encode(TEXTS, compute="int8")
-    assert encoder.engine.route("int8") == encoder.engine.plan("int8") != ("xnnpack", "int8")
+    assert encoder.engine.route("int8") == ("fused", "int8")
     assert min_cosine(out, reference) > 0.99
 
 

@@ -193,7 +193,8 @@ def export_saved_model(
             on a CPU without bf16 instructions is slow: pass `"float32"` to
             export for such servers. Not `"int8"`: int8 stays with `encode`
             (`defaults.EXPORT_COMPUTES`); an encoder quantized by Keras
-            exports float matmuls of its dequantized weights.
+            exports its Keras graph (Keras' own int8 layers), what
+            `encode(compute="float32")` runs for it.
         batch_size: int. Texts per forward pass inside the graph.
         prompt: str or None. A prefix prepended to every request text
             (`""` for none); wins over `prompt_name`.

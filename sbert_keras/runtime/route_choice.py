@@ -119,6 +119,9 @@ class RouteChoice:
         """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.
 
         `exportable`: only routes a SavedModel can hold in the path (the export's `plan`).
+
+        Raises:
+            LookupError: no route serves it (`"int8"` with `exportable`).
         """
         key = (compute, size, exportable)
         if key not in self._choices:
@@ -126,4 +129,7 @@ class RouteChoice:
                 if self.passes(route.name, resolved):
                     self._choices[key] = (route, resolved)
                     break
+            else:  # the Keras graph serves every float path, so only a path no route exports gets here
+                held = "a SavedModel can hold " if exportable else ""
+                raise LookupError(f"no route {held}serves compute={compute!r} for {self.encoder.name!r}.")
         return self._choices[key]

@@ -119,8 +119,8 @@ DEPRECATED_POLICY_NAMES = {policy: word for word, policy in POLICIES.items() if 
 # SavedModel is served by TensorFlow, whose int8 kernels (oneDNN) ran slower
 # than its bfloat16 ones and rounded otherwise than `encode`'s int8
 # (TFLite's XNNPACK), so an int8 SavedModel would be a slower, second int8
-# answer (benchmarks/HISTORY.md). An encoder quantized by Keras exports
-# float matmuls of its dequantized weights.
+# answer (benchmarks/HISTORY.md). An encoder quantized by Keras exports its
+# Keras graph (Keras' own int8 layers), what `encode(compute="float32")` runs.
 EXPORT_COMPUTES = tuple(c for c in COMPUTES if c != "int8")
 # `precision` names what `encode` returns, as in sentence-transformers'
 # `encode(precision=...)` and `quantize_embeddings`: float32 vectors, or

@@ -1,7 +1,7 @@
 """Run-time int8 quantization of activations for `sbert_keras.runtime.kernels.onednn_int8`.
 
 Written in TensorFlow ops because the quantize op TensorFlow has
-(`tf.quantization.quantize`) takes fixed ranges: a symmetric range per batch
+(`QuantizeV2`) takes fixed ranges: a symmetric range per batch
 or per row, and XNNPACK's asymmetric per-row scheme, are computed here from
 the activations themselves, inside the traced graph.
 
@@ -30,9 +30,10 @@ def quantize_activations(x, x_range=None, axis=None):
     if axis is not None:
         x_q = tf.cast(tf.clip_by_value(tf.round(x * (127.0 / x_range)), -127.0, 127.0), tf.int8)
         return tf.bitcast(x_q, tf.qint8), x_range
-    quantized = tf.quantization.quantize(
-        x, -x_range, x_range, tf.qint8, mode="SCALED", round_mode="HALF_TO_EVEN", narrow_range=True,
-        ensure_minimum_range=0.0,
+    # The raw op: `tf.quantization.quantize` logs a deprecation warning on every trace.
+    quantized = tf.raw_ops.QuantizeV2(
+        input=x, min_range=-x_range, max_range=x_range, T=tf.qint8, mode="SCALED", round_mode="HALF_TO_EVEN",
+        narrow_range=True, ensure_minimum_range=0.0,
     )  # fmt: skip
     return quantized.output, x_range
 

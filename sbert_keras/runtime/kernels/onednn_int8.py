@@ -364,10 +364,15 @@ def _int8_op_dense(x, weights, activation=None, constant_weights=False):
         return y if activation is None else activation(y)
     if isinstance(weights, StaticUint8DenseWeights):
         x_range = weights.input_range
-        x_q = tf.quantization.quantize(
-            x, tf.zeros_like(x_range), x_range, tf.quint8, mode="SCALED", round_mode="HALF_TO_EVEN",
+        x_q = tf.raw_ops.QuantizeV2(
+            input=x,
+            min_range=tf.zeros_like(x_range),
+            max_range=x_range,
+            T=tf.quint8,
+            mode="SCALED",
+            round_mode="HALF_TO_EVEN",
             ensure_minimum_range=0.0,
-        ).output  # fmt: skip
+        ).output  # fmt: skip (the raw op: `tf.quantization.quantize` logs a deprecation on every trace)
     else:
         x_range = weights.input_range if isinstance(weights, StaticInt8DenseWeights) else None
         x_q, x_range = quantize_activations(x, x_range)
