@@ -17,6 +17,7 @@ import tensorflow as tf
 import sbert_keras
 from conftest import family_fixture
 from sbert_keras.model.added_tokens import tokenize_with_added_tokens
+from tokenizer_fuzz import fuzz_corpus
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -100,6 +101,23 @@ def test_mpnet_folder_with_special_tokens_only_in_added_tokens(tmp_path):
     assert ours.to_list() == _oracle_ids(str(folder), texts, encoder.preprocessor.sequence_length)
     assert ours.to_list()[1][:2] == [0, len(data["model"]["vocab"])]
     assert encoder.encode(texts).shape[0] == len(texts)
+
+
+def test_a_token_matched_on_normalised_text_as_all_mpnet_base_v2_saves_it(tmp_path):
+    # all-mpnet-base-v2's tokenizer.json gives `<unk>` normalized=true under its BertNormalizer: `tokenizers`
+    # finds it in the lowercased, accent-stripped, cleaned text, so "<UNK>" or "<Ùnk>" is `<unk>` too.
+    folder = tmp_path / "mpnet"
+    shutil.copytree(family_fixture("mpnet", "model"), folder)
+    path = folder / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["normalizer"]["type"] == "BertNormalizer"
+    for token in data["added_tokens"]:
+        token["normalized"] = token["content"] == "<unk>"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    texts = ["a <unk> b", "A <UNK> B", "<Unk><unk>", "<ÙNK> x", "<u\u0301nk>", "<un\x00k>", "<un\u200bk>"]
+    texts += ["<s><UNK></s>", "<mask><UNK> <pad>", "東京<UNK>語", "plain", "", "<UNK"]
+    texts += [text[:40] + " <UNK> " + text[40:] for text in fuzz_corpus()[::25]]
+    _check(str(folder), texts)
 
 
 def test_added_tokens_and_cutting_survive_keras_files_and_the_saved_model(tmp_path):

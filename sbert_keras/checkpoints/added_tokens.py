@@ -21,17 +21,22 @@ import os
 
 from sbert_keras.utils.model_files import read_json
 
+# Normalisers whose text the preprocessor reproduces in the graph (`model.wordpiece.normalize`),
+# so that an added token matched on the normalised text (`"normalized": true`) is found as `tokenizers` finds it.
+NORMALIZERS_REPRODUCED = ("BertNormalizer",)
+
 
 def read_added_tokens(folder):
     """The checked `added_tokens` of `folder/tokenizer.json` (`[]` without one).
 
     Returns:
-        list of dicts: `content`, `id`, `lstrip`, `rstrip`.
+        list of dicts: `content`, `id`, `lstrip`, `rstrip`, and `normalized`
+        (True) for a token matched on the normalised text (MPNet's `<unk>`).
 
     Raises:
         ValueError: an entry that is not a token object, `single_word`
-            tokens, or a `normalized` token under a normaliser (matched on
-            the normalised text, which is not reproduced); the entry is named.
+            tokens, or a `normalized` token under a normaliser other than
+            `NORMALIZERS_REPRODUCED`; the entry is named.
     """
     tokenizer = read_json(folder, "tokenizer.json") or {}
     path = os.path.join(folder, "tokenizer.json")
@@ -45,12 +50,14 @@ def read_added_tokens(folder):
             raise ValueError(f"{path}: `added_tokens[{i}]` must have a non-empty `content` and an integer `id`.")
         if entry.get("single_word"):
             raise ValueError(f"{path}: `added_tokens[{i}]` ({entry['content']!r}) has single_word=true: not supported.")
-        if entry.get("normalized") and tokenizer.get("normalizer"):
+        normalizer = (tokenizer.get("normalizer") or {}).get("type")
+        if entry.get("normalized") and normalizer and normalizer not in NORMALIZERS_REPRODUCED:
             raise ValueError(
-                f"{path}: `added_tokens[{i}]` ({entry['content']!r}) is matched on normalised text "
-                "(normalized=true under a normalizer): not supported."
+                f"{path}: `added_tokens[{i}]` ({entry['content']!r}) is matched on text normalised by a "
+                f"{normalizer} (normalized=true): not supported (only under {', '.join(NORMALIZERS_REPRODUCED)})."
             )
-        tokens.append({k: entry.get(k, False) for k in ("content", "id", "lstrip", "rstrip")})
+        token = {k: entry.get(k, False) for k in ("content", "id", "lstrip", "rstrip")}
+        tokens.append(token | {"normalized": True} if entry.get("normalized") and normalizer else token)
     vocab = _model_vocabulary(tokenizer.get("model"))
     if vocab is None:
         return tokens

@@ -37,13 +37,52 @@ def added_token_pattern(added_tokens):
     return "|".join(_regex(t) for t in ordered)
 
 
-def split_added_tokens(texts, added_tokens):
+def split_added_tokens(texts, added_tokens, normalize=None):
     """Strings `(n,)` -> `(pieces, ids)`: ragged `(n, None)` pieces, and each piece's token id (-1 for text).
+
+    As `tokenizers` does, tokens without `normalized` are cut out of the raw
+    text first; the text between them is then normalised and the
+    `normalized` tokens are cut out of that (its pieces come back
+    normalised: normalising them again changes nothing).
 
     Args:
         texts: a 1-D string tensor.
-        added_tokens: list of dicts with `content`, `id`, `lstrip`, `rstrip`.
+        added_tokens: list of dicts with `content`, `id`, `lstrip`, `rstrip`
+            and optionally `normalized`.
+        normalize: callable on a 1-D string tensor, the tokenizer's
+            normaliser; required when a token is `normalized`.
     """
+    raw = [t for t in added_tokens if not t.get("normalized")]
+    normalized = [t for t in added_tokens if t.get("normalized")]
+    if normalized and normalize is None:
+        raise ValueError(f"added tokens matched on normalised text ({normalized[0]['content']!r}) need a normaliser.")
+    if raw:
+        pieces, ids = _split(texts, raw)
+    else:
+        pieces = tf.RaggedTensor.from_row_lengths(texts, tf.ones(tf.shape(texts, out_type=tf.int64), tf.int64))
+        ids = tf.fill(tf.shape(texts), tf.constant(-1, tf.int64))
+    return _split_normalized(pieces, ids, normalized, normalize) if normalized else (pieces, ids)
+
+
+def _split_normalized(pieces, ids, tokens, normalize):
+    """`(pieces, ids)` with each text piece normalised and cut at `tokens`; token pieces stay whole."""
+    flat, is_text = pieces.flat_values, ids < 0
+    text_pieces = tf.boolean_mask(flat, is_text)
+    sub_pieces, sub_ids = _split(normalize(text_pieces), tokens)
+    single = tf.ones([tf.reduce_sum(tf.cast(~is_text, tf.int64))], tf.int64)
+    token_pieces = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(flat, ~is_text), single)
+    token_ids = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(ids, ~is_text), single)
+    position = tf.cumsum(tf.cast(is_text, tf.int64), exclusive=True)
+    other = tf.size(text_pieces, out_type=tf.int64) + tf.cumsum(tf.cast(~is_text, tf.int64), exclusive=True)
+    order = tf.where(is_text, position, other)  # each old piece's rows, in text order
+    by_piece = tf.gather(tf.concat([sub_pieces.with_row_splits_dtype(tf.int64), token_pieces], 0), order)
+    by_piece_ids = tf.gather(tf.concat([sub_pieces.with_flat_values(sub_ids), token_ids], 0), order)
+    rows = tf.gather(by_piece.row_splits, pieces.row_splits)
+    return tf.RaggedTensor.from_row_splits(by_piece.flat_values, rows), by_piece_ids.flat_values
+
+
+def _split(texts, added_tokens):
+    """`split_added_tokens` of `added_tokens` (all matched on `texts` as they are)."""
     pattern = added_token_pattern(added_tokens)
     # A NUL byte ends a text for TensorFlow Text's splits; \x01 stands in for it (no token holds either).
     escaped = tf.strings.regex_replace(texts, r"\x00", "\x01")
@@ -67,14 +106,15 @@ def tokenize_with_added_tokens(tokenizer, texts, added_tokens, cut=None):
     Args:
         tokenizer: a callable from a 1-D string tensor to ragged ids.
         texts: a 1-D string tensor.
-        added_tokens: list of dicts with `content`, `id`, `lstrip`, `rstrip`;
-            empty: `tokenizer(texts)`.
+        added_tokens: list of dicts with `content`, `id`, `lstrip`, `rstrip`
+            and optionally `normalized` (matched on the text as the
+            tokenizer's `normalize_texts` normalises it); empty: `tokenizer(texts)`.
         cut: None, or a callable cutting a 1-D string tensor before the
             tokenizer sees it (`ByteLevelBPETokenizer.cut_texts`).
     """
     if not added_tokens:
         return _as_ragged(tokenizer(cut(texts) if cut else texts))
-    pieces, ids = split_added_tokens(texts, added_tokens)
+    pieces, ids = split_added_tokens(texts, added_tokens, getattr(tokenizer, "normalize_texts", None))
     is_text = ids < 0
     text_pieces = tf.boolean_mask(pieces.flat_values, is_text)
     text_ids = tf.cast(_as_ragged(tokenizer(cut(text_pieces) if cut else text_pieces)), tf.int64)

@@ -72,7 +72,11 @@ def host_tokenizer(tokenizer, added_tokens=()):
     host.no_padding()
     tokens = [
         tokenizers.AddedToken(
-            t["content"], lstrip=bool(t.get("lstrip")), rstrip=bool(t.get("rstrip")), normalized=False, special=True
+            t["content"],
+            lstrip=bool(t.get("lstrip")),
+            rstrip=bool(t.get("rstrip")),
+            normalized=bool(t.get("normalized")),
+            special=True,
         )
         for t in added_tokens
     ]

@@ -211,6 +211,10 @@ class HuggingFaceWordPiece:
             return tokenize_on_host(self, inputs)
         return self._tokenize_like_tokenizers(inputs)
 
+    def normalize_texts(self, texts):
+        """This tokenizer's `BertNormalizer` on a string tensor (where normalised added tokens are matched)."""
+        return normalize(texts, self.lowercase, self.strip_accents, self.clean_text, self.handle_chinese_chars)
+
     @preprocessing_function
     def _tokenize_like_tokenizers(self, inputs):
         if not isinstance(inputs, tf.RaggedTensor):
@@ -218,7 +222,7 @@ class HuggingFaceWordPiece:
         unbatched = inputs.shape.rank == 0
         if unbatched:
             inputs = tf.expand_dims(inputs, 0)
-        texts = normalize(inputs, self.lowercase, self.strip_accents, self.clean_text, self.handle_chinese_chars)
+        texts = self.normalize_texts(inputs)
         spaces_only = self.clean_text and not white_space_after_cleaning(bool(self.strip_accents), bool(self.lowercase))
         words = split_words(texts, spaces_only)
         flat = words.flat_values

@@ -77,13 +77,14 @@ class RouteChoice:
         """The resolved compute paths tried for `compute`, in order.
 
         One for a named path (`runnable_compute`: float16 without a GPU runs
-        as another). For `"auto"`: int8 first for an encoder quantized by
+        as another), and float32 after int8: where no int8 route passes its
+        check, the fastest float32 route serves. For `"auto"`: int8 first for an encoder quantized by
         Keras, then the host's choice (`resolve_compute`; int8 for such an
         encoder where oneDNN runs int8 matmuls), then float32.
         """
         resolved = runnable_compute(resolve_compute(compute, self.host), self.host, self.encoder, self._warned)
         if compute not in (None, "auto"):
-            return [resolved]
+            return [resolved, "float32"] if resolved == "int8" else [resolved]  # int8 falls back to float32
         quantized = self.graphs.quantized()
         if quantized and int8.int8_matmul_available(self.host):
             resolved = "int8"  # an encoder quantized by Keras runs its int8 weights
@@ -94,7 +95,7 @@ class RouteChoice:
 
         For each path of `computes(compute)`, the routes that declare it and
         `size`, usable here (and exportable in it when asked), highest rank first;
-        under `"auto"` only those `fast` in it. A route runs `route.runs(path)`.
+        under `"auto"` only those `fast` in it.
         """
         auto, pairs = compute in (None, "auto"), []
         for path in self.computes(compute):
@@ -102,8 +103,8 @@ class RouteChoice:
                 held = not exportable or path in route.exportable
                 served = path in route.computes and size in route.sizes and held
                 if served and (not auto or route.fast(path)) and route.usable():
-                    pairs.append((route, route.runs(path)))
-        return list(dict.fromkeys(pairs))
+                    pairs.append((route, path))
+        return pairs
 
     def passes(self, name, compute):
         """Whether route `name` may serve `compute`: the route it builds on passes, and its own verdict (once)."""

@@ -14,8 +14,7 @@ What a route declares (class attributes and cheap methods; no graph runs):
 - `name`: its key in `engine.routes`, in the verdict table (and on disk),
   and what `InferenceEngine.route` reports;
 - `rank`: the higher, the earlier it is tried in a compute path;
-- `computes`: the compute paths it serves, and `runs(precision)` the one it
-  then runs (the Keras graph runs an int8 request in float32);
+- `computes`: the compute paths it serves;
 - `sizes`: the size classes of `SIZES` it serves;
 - `usable()`: whether this host and encoder can run it at all (a GPU, CPU
   flags, TFLite, an encoder the fused graph reproduces);
@@ -168,10 +167,6 @@ class Route:
     def fast(self, precision):
         """Whether `compute="auto"` may pick it in `precision` (a path it serves) on this host."""
         return True
-
-    def runs(self, precision):
-        """The compute path it runs for a request in `precision` (one of `computes`)."""
-        return precision
 
     def check(self, precision):
         """Whether it computes what the float32 Keras graph does (warns when not)."""

@@ -44,7 +44,9 @@ class FusedRoute(base.Route):
     def check(self, precision):
         graphs = self.graphs
         reference = graphs.keras_function("float32")
-        return self_check.probe_check(self.encoder, reference, graphs.fused_function(precision), precision)
+        fallback = "float32 path" if precision == "int8" else "Keras graph"
+        run = graphs.fused_function(precision)
+        return self_check.probe_check(self.encoder, reference, run, precision, fallback=fallback)
 
     def build(self, precision):
         graphs = self.graphs

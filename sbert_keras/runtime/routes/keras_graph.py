@@ -3,9 +3,10 @@
 It serves every encoder and precision the fused graph cannot (other
 backbones, a failed self-check) and is never checked itself. Under a
 precision other than the model's own, it runs a copy of the model under
-that mixed policy (`graphs.keras_model_for`); Keras has no int8 policy, so
-an int8 request runs its float32 graph (`runs`). `compute="auto"` picks it
-in float32 only: the reference, the last fallback.
+that mixed policy (`graphs.keras_model_for`). Keras has no int8 policy, so
+it serves no int8 request: where no int8 route passes its check, the
+request falls back to float32 (`RouteChoice.computes`). `compute="auto"`
+picks it in float32 only: the reference, the last fallback.
 """
 
 from sbert_keras.runtime.graphs import keras_forward
@@ -26,15 +27,12 @@ class KerasGraphRoute(base.Route):
 
     name = "keras"
     rank = 0
-    computes = ("float32", "bfloat16", "float16", "int8")
+    computes = ("float32", "bfloat16", "float16")
     exportable = EXPORT_COMPUTES[1:]  # not "auto"
     checked = False
 
     def fast(self, precision):
         return precision == "float32"
-
-    def runs(self, precision):
-        return "float32" if precision == "int8" else precision
 
     def build(self, precision):
         graphs = self.graphs
