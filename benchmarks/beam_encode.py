@@ -1,7 +1,7 @@
 """Corpus encoding on Apache Beam against single-process `encode`, on distinct SNLI sentences.
 
 The texts: the premises and hypotheses of `snli_1.0_train_subset.jsonl`
-(read with `sbert_keras.data.read_nli`, unlabelled lines kept), deduplicated
+(read with `sbert_keras.data.readers.read_nli`, unlabelled lines kept), deduplicated
 in order of first appearance; the full run needs >= 100,000 of them.
 all-MiniLM-L6-v2 embeds them twice, at the same precision and batch size:
 

@@ -182,13 +182,13 @@ def batch_widths(dataset):
 
 def train_ours(args, encoder, pairs, clock):
     """Trains the steps; returns `(widths, details)`."""
-    from sbert_keras.training import seed_everything
-    from sbert_keras.training import train_objective
     from sbert_keras.training.objectives import build_model
     from sbert_keras.training.objectives import objective_inputs
     from sbert_keras.training.objectives import objective_loss
     from sbert_keras.training.pipelines import siamese_dataset
     from sbert_keras.training.schedules import paper_optimizer
+    from sbert_keras.training.trainer import seed_everything
+    from sbert_keras.training.trainer import train_objective
 
     shuffled = args.path == "train_objective"
     columns, labels, extra = objective_inputs("regression", pairs)

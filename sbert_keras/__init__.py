@@ -49,10 +49,8 @@ _set_default_backend()
 __version__ = "0.1.0"
 
 from sbert_keras.utils import import_hooks  # noqa: E402 (after the backend is set)
-from sbert_keras.utils import module_paths  # noqa: E402
 from sbert_keras.utils import tf_startup  # noqa: E402
 
-module_paths.install(__name__)
 # When a module of this package is what imports TensorFlow first, its start-up log
 # lines are held and XLA's disk cache is set (`utils.tf_startup`); a user's own
 # `import tensorflow` is left alone.
@@ -124,11 +122,38 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS) + ["__version__"]  # noqa: PLE0605 (a list)
 
+# Every module that registers a Keras object (`package="sbert_keras"`). They are
+# imported with the public names, so that `keras.saving.load_model` finds every
+# class whether or not it is a public name here (`tests/test_imports.py` keeps
+# this list whole).
+_KERAS_OBJECT_MODULES = (
+    "checkpoints.tokenizer_json",
+    "encoder",
+    "losses.in_batch",
+    "losses.matryoshka",
+    "losses.pair_scores",
+    "losses.replicas",
+    "losses.triplet",
+    "model.backbone",
+    "model.bpe_tokenizer",
+    "model.mpnet_backbone",
+    "model.mpnet_layers",
+    "model.pooling",
+    "model.preprocessor",
+    "model.sentencepiece_tokenizer",
+    "model.similarity",
+    "training.cached_siamese",
+    "training.schedules",
+    "training.siamese",
+    "training.siamese_preprocessor",
+    "training.single_text_models",
+)
+
 
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'sbert_keras' has no attribute {name!r}")
-    for module in dict.fromkeys(_EXPORTS.values()):  # all, so every class registers
+    for module in dict.fromkeys((*_KERAS_OBJECT_MODULES, *_EXPORTS.values())):  # all, so every class registers
         module = importlib.import_module(f"sbert_keras.{module}")
         globals().update({k: getattr(module, k) for k, m in _EXPORTS.items() if f"sbert_keras.{m}" == module.__name__})
     tf_startup.list_devices()  # the cuInit line, held (`utils.tf_startup`)
@@ -136,7 +161,7 @@ def __getattr__(name):
 
 
 def _import_all():
-    """Imports every module of `_EXPORTS`, binding the public names here."""
+    """Imports every module of `_KERAS_OBJECT_MODULES` and `_EXPORTS`, binding the public names here."""
     return __getattr__(next(iter(_EXPORTS)))
 
 

@@ -148,7 +148,7 @@ def test_worker_error_text_becomes_value_error_naming_file_and_line():
     # What the multi-processing DirectRunner raises: the worker's traceback as text.
     trace = (
         "Traceback (most recent call last):\n  File ...\n"
-        "sbert_keras.data.DataFormatError: /data/c.jsonl, line 9: 'text' is not a string: 3\n"
+        "sbert_keras.data.examples.DataFormatError: /data/c.jsonl, line 9: 'text' is not a string: 3\n"
     )
     with pytest.raises(ValueError, match=r"^/data/c\.jsonl, line 9: 'text' is not a string: 3$"):
         beam.run_pipeline(_FailingPipeline(RuntimeError(trace)))

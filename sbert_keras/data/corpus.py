@@ -84,7 +84,7 @@ def read_records(path, input_format="auto", id_prefix=""):
         id_prefix: str. Put before plain-text line numbers.
 
     Raises:
-        sbert_keras.data.DataFormatError: naming the file and 1-based line.
+        sbert_keras.data.examples.DataFormatError: naming the file and 1-based line.
     """
     for _, key, text in numbered_records(path, input_format, id_prefix):
         yield key, text
@@ -128,7 +128,7 @@ def scan_input(files, input_format="auto"):
         `InputSummary`.
 
     Raises:
-        sbert_keras.data.DataFormatError: a bad line, or a duplicate id
+        sbert_keras.data.examples.DataFormatError: a bad line, or a duplicate id
             (naming the file and line of both records).
         ValueError: only blank lines.
     """

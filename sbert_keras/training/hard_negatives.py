@@ -288,7 +288,7 @@ def write_triplets_csv(path, triplets, overwrite=False):
     Example:
     ```python
     write_triplets_csv("triplets.csv", Triplets(["a dog"], ["the dog"], ["a car"]))
-    sbert_keras.data.read_triplets_csv("triplets.csv").negative  # ["a car"]
+    sbert_keras.data.readers.read_triplets_csv("triplets.csv").negative  # ["a car"]
     ```
     """
     if isinstance(triplets, MinedNegatives):
@@ -334,9 +334,9 @@ def read_pairs_csv(path):
         `data.Triplets` with anchors and positives and `negative=None`.
 
     Raises:
-        sbert_keras.data.DataFormatError: no usable header, a short
+        sbert_keras.data.examples.DataFormatError: no usable header, a short
             row, an empty field or invalid CSV, naming the file and line
-            (`sbert_keras.data.iter_csv_columns` reads the file).
+            (`sbert_keras.data.readers.iter_csv_columns` reads the file).
 
     Example:
     ```python
