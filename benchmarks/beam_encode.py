@@ -47,9 +47,9 @@ SNLI = "data/snli/snli_1.0_train_subset.jsonl"
 
 def distinct_snli_sentences(path, limit=None):
     """Premises then hypotheses of each pair, deduplicated, one line each."""
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import readers
 
-    pairs = data.read_nli(path, skip_unlabeled=False)
+    pairs = readers.read_nli(path, skip_unlabeled=False)
     seen = {}
     for a, b in zip(pairs.sentence_a, pairs.sentence_b):
         for text in (a, b):

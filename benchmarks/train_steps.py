@@ -321,13 +321,14 @@ def main():
 
     from sbert_keras import SentenceEncoder
     from sbert_keras import set_compute
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import examples
+    from sbert_keras.data import readers
 
     rows = args.steps * args.batch_size
-    train = data.read_sts(paths[0])
+    train = readers.read_sts(paths[0])
     if len(train) < rows:
         sys.exit(f"{paths[0]} holds {len(train)} pairs, fewer than {args.steps} x {args.batch_size}")
-    pairs = data.SentencePairs(train.sentence_a[:rows], train.sentence_b[:rows], train.labels[:rows])
+    pairs = examples.SentencePairs(train.sentence_a[:rows], train.sentence_b[:rows], train.labels[:rows])
     precision = set_compute(args.compute)
     encoder = SentenceEncoder.from_preset(str(model_dir))
     backbone = encoder.backbone

@@ -15,8 +15,8 @@ from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
 from sbert_keras import SentenceEncoderPreprocessor
 from sbert_keras.compat import keras_hub as keras_hub_reads
-from sbert_keras.runtime import engine as inference
-from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_graph
+from sbert_keras.runtime.route_choice import resolve_compute
 from sbert_keras.runtime.routes.fused import FusedRoute
 from sbert_keras.utils import hardware
 from sbert_keras.utils.hardware import Host
@@ -46,7 +46,7 @@ def min_cosine(a, b):
 @pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
 def test_fused_graph_matches_the_keras_graph(kind, pooling):
     encoder = tiny_encoder(pooling=pooling, normalize=True, kind=kind)
-    assert fused.supports(encoder)
+    assert fused_graph.supports(encoder)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = encoder.encode(TEXTS, compute="float32")
@@ -109,25 +109,25 @@ def test_bfloat16_path_is_close_to_float32():
 
 def test_a_wrong_fused_graph_warns_and_falls_back(monkeypatch):
     encoder = tiny_encoder(normalize=True)
-    original = fused.dense
-    monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 1.01)
+    original = fused_graph.dense
+    monkeypatch.setattr(fused_graph, "dense", lambda *args: original(*args) * 1.01)
     with pytest.warns(UserWarning, match=r"float32 diverges.*max \|diff\|"):
         out = encoder.encode(TEXTS, compute="float32")
     np.testing.assert_allclose(out, keras_graph(encoder, TEXTS), atol=1e-6)
-    monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 50.0)
+    monkeypatch.setattr(fused_graph, "dense", lambda *args: original(*args) * 50.0)
     with pytest.warns(UserWarning, match=r"bfloat16 diverges.*min cosine"):
         low = encoder.encode(TEXTS, compute="bfloat16")
     assert min_cosine(low, keras_graph(encoder, TEXTS)) > 0.99
 
 
 def test_auto_precision_follows_the_host(on_host):
-    assert inference.resolve_compute("auto", Host({"avx2", "fma"})) == "float32"
+    assert resolve_compute("auto", Host({"avx2", "fma"})) == "float32"
     encoder = tiny_encoder()
     on_host(encoder, cpu_flags={"avx2", "fma"})
     np.testing.assert_allclose(encoder.encode(TEXTS), encoder.encode(TEXTS, compute="float32"), atol=0)
-    assert inference.resolve_compute(None, Host({"avx512_bf16"})) == "bfloat16"
-    assert inference.resolve_compute("auto", Host({"amx_bf16"})) == "bfloat16"
-    assert inference.resolve_compute("auto", Host({"amx_bf16"}, gpu=True)) == "float16"
+    assert resolve_compute(None, Host({"avx512_bf16"})) == "bfloat16"
+    assert resolve_compute("auto", Host({"amx_bf16"})) == "bfloat16"
+    assert resolve_compute("auto", Host({"amx_bf16"}, gpu=True)) == "float16"
 
 
 def test_the_module_functions_answer_for_the_current_host(monkeypatch):
@@ -240,7 +240,7 @@ def test_other_backbones_use_the_keras_graph():
     )
     preprocessor = SentenceEncoderPreprocessor(tokenizer, sequence_length=16, include_segment_ids=True)
     encoder = SentenceEncoder(backbone, preprocessor)
-    assert "BertBackbone" in fused.unsupported_reason(encoder)
+    assert "BertBackbone" in fused_graph.unsupported_reason(encoder)
     for precision in ("float32", "bfloat16", "auto"):
         out = encoder.encode(TEXTS, compute=precision)
         assert np.isfinite(out).all()
@@ -261,7 +261,7 @@ def test_keras_quantized_encoder_is_correct(tmp_path):
     encoder.quantize("int8")
     np.testing.assert_allclose(encoder.encode(TEXTS), out, atol=1e-6)
     # Keras int8 block matmuls and embeddings are read (sbert_keras.runtime.kernels.int8_quantization).
-    assert fused.unsupported_reason(encoder) is None
+    assert fused_graph.unsupported_reason(encoder) is None
     for precision in ("auto", "float32", "bfloat16"):
         out = encoder.encode(TEXTS, compute=precision)
         # Keras' int8 layers quantize activations per tensor, so padding moves

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime.routes import xla_query
 
 SHORT = "a man is playing guitar"
@@ -36,7 +36,7 @@ def test_long_or_several_texts_take_the_usual_graph():
 def test_follows_changed_weights():
     encoder = tiny_encoder()
     before = encoder.encode([SHORT], compute="bfloat16")
-    kernel = fused.block_parts(encoder.backbone.transformer_layers[-1]).intermediate.kernel
+    kernel = fused_graph.block_parts(encoder.backbone.transformer_layers[-1]).intermediate.kernel
     kernel.assign_add(np.random.default_rng(0).normal(size=kernel.shape).astype("float32"))
     after = encoder.encode([SHORT], compute="bfloat16")
     reference = encoder.encode([SHORT, "a dog"], compute="float32")[0]

@@ -3,7 +3,7 @@
 sentence-transformers' `mine_hard_negatives` (triplet output, no
 cross-encoder), on the project's own search: the anchors and a corpus (by
 default the positives) are encoded, each distinct anchor's nearest corpus
-texts are found by cosine with `search.semantic_search`, and negatives are
+texts are found by cosine with `retrieval.semantic_search`, and negatives are
 taken from them. The candidates of an anchor are, in ST's order:
 
 1. the `range_max + P + 1` nearest distinct corpus texts (`P` the most
@@ -20,7 +20,7 @@ taken from them. The candidates of an anchor are, in ST's order:
    sample of them (`"random"`), by descending score.
 
 Every (anchor, positive) pair gets one triplet per negative of its anchor.
-`write_triplets_csv` writes them atomically (`outputs.replace_atomically`)
+`write_triplets_csv` writes them atomically (`atomic_io.replace_atomically`)
 as the `anchor,positive,negative` CSV that `data.read_triplets_csv` reads
 and the triplet objectives train on (CSV, not TSV: that reader, and the
 CLI's file sniffing, take a tab-separated file for STS pairs);
@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from sbert_keras.data.readers import Triplets
 from sbert_keras.data.readers import iter_csv_columns
 from sbert_keras.retrieval.semantic_search import semantic_search
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.checks import check_text_list
@@ -269,7 +269,7 @@ def write_triplets_csv(path, triplets, overwrite=False):
     where a text holds a comma, a quote or a line break (`\\r` included), so
     every text reads back exactly; a text the reader would refuse (empty, a
     NUL character, a lone surrogate) is refused first, naming it. The file is written
-    to a temporary name and moved into place (`outputs.replace_atomically`),
+    to a temporary name and moved into place (`atomic_io.replace_atomically`),
     so a killed run leaves no half-written file.
 
     Args:
@@ -295,7 +295,7 @@ def write_triplets_csv(path, triplets, overwrite=False):
         triplets = triplets.triplets
     if triplets.negative is None:
         raise ValueError("`triplets` has no negatives; a triplet file needs anchor, positive and negative.")
-    path = outputs.check_writable(path, flag="path")
+    path = atomic_io.check_writable(path, flag="path")
     if os.path.isdir(path):
         raise ValueError(f"path {path} is a folder; give a file name.")
     if os.path.exists(path) and not overwrite:
@@ -317,7 +317,7 @@ def write_triplets_csv(path, triplets, overwrite=False):
             f.flush()
             os.fsync(f.fileno())
 
-    return outputs.replace_atomically(write, path, ".csv")
+    return atomic_io.replace_atomically(write, path, ".csv")
 
 
 def read_pairs_csv(path):
