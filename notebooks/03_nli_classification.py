@@ -248,6 +248,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from sbert_keras.model.similarity import PairFeatures
+
 MODES = [("v",), ("u", "v"), ("|u-v|",), ("u", "v", "|u-v|"), ("u", "v", "|u-v|", "u*v")]
 MODEL_NAME = "roberta_base_en" if IN_COLAB else "all-MiniLM-L6-v2"
 probe_train = load_nli("train", limit=pick(50_000, 64))
@@ -276,7 +278,7 @@ for i, label in enumerate(examples.NLI_LABELS):
 probe = {}
 for mode in MODES:
     start = time.perf_counter()
-    features = sk.PairFeatures(mode)  # the classifier's input, as in ClassificationSiamese
+    features = PairFeatures(mode)  # the classifier's input, as in ClassificationSiamese
     x_train, x_test = (keras.ops.convert_to_numpy(features(u, v)) for u, v in (train_uv, test_uv))
     classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=100))
     with warnings.catch_warnings():  # 100 iterations: within 0.002 accuracy of a converged fit

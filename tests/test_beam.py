@@ -18,6 +18,7 @@ from harness import small_disk_available  # noqa: E402
 from sbert_keras.data import embedding_shards  # noqa: E402
 from sbert_keras.data import examples  # noqa: E402
 from sbert_keras.integrations import beam  # noqa: E402
+from sbert_keras.utils import atomic_io  # noqa: E402
 from sbert_keras.utils import disk_space  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -196,7 +197,7 @@ def test_read_embeddings_refuses_an_incomplete_folder(tmp_path, model_file):
     source = write_lines(tmp_path / "corpus.txt", TEXTS[:2])
     embed(model_file, source, tmp_path / "out")
     os.remove(tmp_path / "out" / "complete.json")
-    with pytest.raises(sbert_keras.IncompleteOutputError, match="complete.json"):
+    with pytest.raises(atomic_io.IncompleteOutputError, match="complete.json"):
         beam.read_embeddings(tmp_path / "out")
 
 

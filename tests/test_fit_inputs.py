@@ -10,6 +10,7 @@ import sbert_keras as sk
 from conftest import tiny_encoder
 from sbert_keras.data import examples
 from sbert_keras.training import fit_inputs
+from sbert_keras.training.fit_checks import LabelRangeError
 from sbert_keras.training.objectives import objective_inputs
 from sbert_keras.training.pipelines import siamese_dataset
 
@@ -108,8 +109,8 @@ def regression():
         ({"x": (A,)}, ValueError, "`x` has 1 text column"),
         ({"x": (A[:-1] + [None], B)}, ValueError, r"`x\[0\] \(sentence_a\)\[7\]` is None"),
         # Raw 0-5 STS scores, or NaN, as validation labels: val_loss would mean nothing.
-        ({"validation_data": ((A, B), Y * 5)}, sk.LabelRangeError, r"`validation_data\[1\]`.*cosine targets.*1.42857"),
-        ({"validation_data": ((A, B), np.full(8, np.nan, "float32"))}, sk.LabelRangeError, "label nan"),
+        ({"validation_data": ((A, B), Y * 5)}, LabelRangeError, r"`validation_data\[1\]`.*cosine targets.*1.42857"),
+        ({"validation_data": ((A, B), np.full(8, np.nan, "float32"))}, LabelRangeError, "label nan"),
         ({"validation_data": ((A, B[:3]), Y)}, ValueError, r"`validation_data\[0\]\[1\] \(sentence_b\)` has 3"),
     ],
 )

@@ -5,8 +5,8 @@ under `sbert_keras`. Those module paths are not importable any more, but
 what users and saved files rely on is written down here once, so that a
 later change cannot move it along with the code:
 
-- every name of `sbert_keras.__all__` resolves, and none of the old ones
-  is gone;
+- `sbert_keras.__all__` is what a user calls, and every name resolves;
+  the building blocks that left it are imported from their module;
 - `sbert-keras --help` runs;
 - every Keras object keeps its registered name, so saved files still load
   (`tests/test_saved_models.py` loads files written under the old module
@@ -15,6 +15,7 @@ later change cannot move it along with the code:
 
 import importlib
 import inspect
+import json
 import os
 import pathlib
 import subprocess
@@ -26,19 +27,37 @@ import pytest
 import sbert_keras
 from harness import cli_env
 
-OLD_ALL = (
-    "AnglELoss BatchHardTripletLoss BatchHardTripletModel BertLayoutBackbone CachedContrastiveSiamese "
-    "ClassificationSiamese CoSENTLoss ContrastiveSiamese CorruptModelError CosineSimilarity DistillationModel "
-    "EmbeddingIndex EvaluationCallback InBatchNegativesLoss IncompleteOutputError LabelRangeError "
-    "MSEDistillationLoss MaskedPooling MatryoshkaLoss MatryoshkaPrefixes NonFiniteLossError "
-    "OnlineContrastiveLoss PairFeatures PresetUnavailableError RegressionSiamese SentenceEncoder "
-    "SentenceEncoderPreprocessor SiamesePreprocessor SimilarityMatrix SymmetricInBatchNegativesLoss "
-    "TripletDistances TripletLoss TripletSiamese WarmupLinearDecay binary_classification_evaluation cluster "
+# What a user calls: the names of `sbert_keras.__all__` (docs/architecture.md, "The top level").
+PUBLIC = (
+    "AnglELoss BatchHardTripletLoss BatchHardTripletModel CachedContrastiveSiamese ClassificationSiamese "
+    "CoSENTLoss ContrastiveSiamese CorruptModelError DistillationModel EmbeddingIndex EvaluationCallback "
+    "InBatchNegativesLoss MSEDistillationLoss MatryoshkaLoss NonFiniteLossError OnlineContrastiveLoss "
+    "PresetUnavailableError RegressionSiamese SentenceEncoder SentenceEncoderPreprocessor "
+    "SymmetricInBatchNegativesLoss TripletLoss TripletSiamese binary_classification_evaluation cluster "
     "community_detection export_saved_model information_retrieval_evaluation mine_hard_negatives "
-    "nli_evaluation paper_optimizer paraphrase_mining paraphrase_mining_evaluation paraphrase_mining_texts "
-    "read_beir semantic_search set_precision sts_evaluation train_objective transfer_evaluation "
-    "triplet_evaluation write_triplets_csv __version__"
+    "nli_evaluation paraphrase_mining paraphrase_mining_evaluation paraphrase_mining_texts quantize_embeddings "
+    "semantic_search set_compute similarity_matrix sts_evaluation train_objective transfer_evaluation "
+    "triplet_evaluation __version__"
 ).split()
+
+# The building blocks that were public names before, and the module each is imported from.
+OFF_THE_TOP_LEVEL = {
+    "BertLayoutBackbone": "model.backbone",
+    "MaskedPooling": "model.pooling",
+    "CosineSimilarity": "model.similarity",
+    "PairFeatures": "model.similarity",
+    "SimilarityMatrix": "model.similarity",
+    "TripletDistances": "model.similarity",
+    "set_precision": "model.precision",
+    "SiamesePreprocessor": "training.siamese_preprocessor",
+    "MatryoshkaPrefixes": "losses.matryoshka",
+    "WarmupLinearDecay": "training.schedules",
+    "paper_optimizer": "training.schedules",
+    "write_triplets_csv": "training.hard_negatives",
+    "read_beir": "evaluation.retrieval_evaluation",
+    "LabelRangeError": "training.fit_checks",
+    "IncompleteOutputError": "utils.atomic_io",
+}
 
 # Every `sbert_keras>` name of `keras.saving.get_custom_objects()` in the flat layout.
 OLD_REGISTERED = (
@@ -60,8 +79,8 @@ def test_a_module_path_of_the_flat_layout_is_not_importable(old):
         importlib.import_module(f"sbert_keras.{old}")
 
 
-def test_every_public_name_resolves_and_none_is_gone():
-    assert not set(OLD_ALL) - set(sbert_keras.__all__), "public names removed"
+def test_the_public_names_are_what_a_user_calls_and_all_resolve():
+    assert sorted(sbert_keras.__all__) == sorted(PUBLIC)
     unresolved = [name for name in sbert_keras.__all__ if getattr(sbert_keras, name, None) is None]
     assert not unresolved
     namespace = {}
@@ -69,16 +88,45 @@ def test_every_public_name_resolves_and_none_is_gone():
     assert set(sbert_keras.__all__) <= set(namespace)
 
 
+@pytest.mark.parametrize("name", sorted(OFF_THE_TOP_LEVEL))
+def test_a_building_block_is_imported_from_its_module(name):
+    assert not hasattr(sbert_keras, name)
+    assert getattr(importlib.import_module(f"sbert_keras.{OFF_THE_TOP_LEVEL[name]}"), name).__name__ == name
+
+
+def _keras_classes():
+    """`{name: class}` of every Keras layer, loss and schedule among the public names and the building blocks."""
+    values = {name: getattr(sbert_keras, name) for name in sbert_keras.__all__}
+    values |= {n: getattr(importlib.import_module(f"sbert_keras.{m}"), n) for n, m in OFF_THE_TOP_LEVEL.items()}
+    kinds = (keras.layers.Layer, keras.losses.Loss, keras.optimizers.schedules.LearningRateSchedule)
+    return {name: v for name, v in values.items() if inspect.isclass(v) and issubclass(v, kinds)}
+
+
 def test_registered_keras_names_are_unchanged():
     assert sbert_keras.SentenceEncoder  # its first access imports (and so registers) everything
     registered = {name for name in keras.saving.get_custom_objects() if name.startswith("sbert_keras>")}
     assert {f"sbert_keras>{name}" for name in OLD_REGISTERED} <= registered
-    for name in sbert_keras.__all__:
-        value = getattr(sbert_keras, name)
-        if inspect.isclass(value) and issubclass(value, (keras.layers.Layer, keras.losses.Loss)):
-            expected = PUBLIC_CLASS_NAMES_ELSEWHERE.get(name, f"sbert_keras>{name}")
-            assert keras.saving.get_registered_name(value) == expected, name
-    assert keras.saving.get_registered_name(sbert_keras.WarmupLinearDecay) == "sbert_keras>WarmupLinearDecay"
+    for name, value in _keras_classes().items():
+        expected = PUBLIC_CLASS_NAMES_ELSEWHERE.get(name, f"sbert_keras>{name}")
+        assert keras.saving.get_registered_name(value) == expected, name
+
+
+# A fresh process: after a plain import, in either order, every old registered name is there.
+_FRESH_REGISTERED = """
+import json
+{imports}
+print(json.dumps(sorted(n for n in keras.saving.get_custom_objects() if n.startswith("sbert_keras>"))))
+"""
+
+
+@pytest.mark.parametrize("imports", ["import sbert_keras\nimport keras", "import keras\nimport sbert_keras"])
+def test_every_keras_object_is_registered_after_a_plain_import(imports):
+    code = _FRESH_REGISTERED.format(imports=imports)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    registered = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    missing = {f"sbert_keras>{name}" for name in OLD_REGISTERED} - registered
+    assert not missing
 
 
 def _help(argv):

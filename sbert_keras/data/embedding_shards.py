@@ -178,7 +178,7 @@ def read_embeddings(folder):
 
     Raises:
         FileNotFoundError: no such folder.
-        sbert_keras.IncompleteOutputError: no `complete.json` (unfinished run).
+        sbert_keras.utils.atomic_io.IncompleteOutputError: no `complete.json` (unfinished run).
         ValueError: a shard missing, extra, unreadable or changed since it
             was written (its SHA-256), a row count or dimension other than
             `complete.json` records (naming the file).
