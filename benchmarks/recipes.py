@@ -81,7 +81,7 @@ class Setup:
         stage2_objective: str. STS-B objective of recipe b's second stage.
         stage2_epochs: int. Its epochs.
         c_objective: str. Objective of recipe c.
-        seed: int. The seed of every run (`training.seed_everything`).
+        seed: int. The seed of every run (`trainer.seed_everything`).
     """
 
     make_encoder: object

@@ -277,7 +277,7 @@ def load_sts(split):
 
 
 def load_nli(split, limit=None):
-    """SNLI "train" or "test" as `NLIPairs` (labels index `examples.NLI_LABELS`).
+    """SNLI "train" or "test" as `NLIPairs` (labels index `sbert_keras.data.examples.NLI_LABELS`).
 
     Args:
         split: str. "train" (locally the subset file of ../shared) or "test".

@@ -21,7 +21,7 @@ taken from them. The candidates of an anchor are, in ST's order:
 
 Every (anchor, positive) pair gets one triplet per negative of its anchor.
 `write_triplets_csv` writes them atomically (`atomic_io.replace_atomically`)
-as the `anchor,positive,negative` CSV that `data.read_triplets_csv` reads
+as the `anchor,positive,negative` CSV that `readers.read_triplets_csv` reads
 and the triplet objectives train on (CSV, not TSV: that reader, and the
 CLI's file sniffing, take a tab-separated file for STS pairs);
 `read_pairs_csv` reads the (anchor, positive) input. The mining itself is written here
@@ -63,7 +63,7 @@ class MinedNegatives:
     """The triplets mined by `mine_hard_negatives`, with their scores.
 
     Args:
-        triplets: `data.Triplets`. One row per (anchor, positive, negative).
+        triplets: `examples.Triplets`. One row per (anchor, positive, negative).
         positive_scores: np.ndarray of float32. Cosine of each row's anchor
             and positive.
         negative_scores: np.ndarray of float32. Cosine of each row's anchor
@@ -263,7 +263,7 @@ def _check_csv_text(text, item):
 
 
 def write_triplets_csv(path, triplets, overwrite=False):
-    """Writes triplets as the CSV that `data.read_triplets_csv` reads, atomically.
+    """Writes triplets as the CSV that `readers.read_triplets_csv` reads, atomically.
 
     A header `anchor,positive,negative`, then one row per triplet, quoted
     where a text holds a comma, a quote or a line break (`\\r` included), so
@@ -274,7 +274,7 @@ def write_triplets_csv(path, triplets, overwrite=False):
 
     Args:
         path: str or path-like. The CSV file.
-        triplets: `data.Triplets` (or `MinedNegatives`) with negatives.
+        triplets: `examples.Triplets` (or `MinedNegatives`) with negatives.
         overwrite: bool. Replace an existing file.
 
     Returns:
@@ -331,7 +331,7 @@ def read_pairs_csv(path):
         path: str or path-like. The UTF-8 CSV file.
 
     Returns:
-        `data.Triplets` with anchors and positives and `negative=None`.
+        `examples.Triplets` with anchors and positives and `negative=None`.
 
     Raises:
         sbert_keras.data.examples.DataFormatError: no usable header, a short

@@ -123,17 +123,17 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3, har
 
     Args:
         objective: str. One of `OBJECTIVES`.
-        examples: `examples.SentencePairs` with 0-5 STS scores (regression;
-            rescaled here with `examples.scale_sts_score(mapping=sts_mapping)`),
+        examples: `SentencePairs` with 0-5 STS scores (regression;
+            rescaled here with `scale_sts_score(mapping=sts_mapping)`),
             with any finite scores (cosent, angle: ranking losses on the
             raw scores, only their order counts), with 0/1 labels
-            (online-contrastive), `examples.NLIPairs` or pairs with class ids
-            (classification), `examples.Triplets` (triplet, contrastive; NLI
+            (online-contrastive), `NLIPairs` or pairs with class ids
+            (classification), `Triplets` (triplet, contrastive; NLI
             pairs are turned into triplets, or into entailment pairs for
-            contrastive without hard negatives), `examples.LabelledSentences`
-            (batch-hard) or `examples.Sentences` (distill; the labels are the
+            contrastive without hard negatives), `LabelledSentences`
+            (batch-hard) or `Sentences` (distill; the labels are the
             teacher's vectors, see `teacher_targets`).
-        sts_mapping: str. See `examples.scale_sts_score`.
+        sts_mapping: str. See `scale_sts_score`.
         num_classes: int. Classes of the classification objective.
         hard_negatives: bool. Contrastive only: also train on the third
             column as hard negatives (else the pairs alone, with a warning

@@ -258,7 +258,7 @@ def train_objective(
             epoch's.
         sts_mapping: str. How the regression objective maps 0-5 scores to
             cosine targets: `"unit"` (score / 5) or `"keras-io"`
-            (score / 2.5 - 1); see `examples.scale_sts_score`.
+            (score / 2.5 - 1); see `sbert_keras.data.examples.scale_sts_score`.
         save_freq: `"epoch"` or int. Back up at each epoch end, or also
             every `save_freq` steps (a kill then loses at most that many).
         overwrite: bool. Discard a backup left by a different run (else a
