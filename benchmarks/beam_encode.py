@@ -1,7 +1,7 @@
 """Corpus encoding on Apache Beam against single-process `encode`, on distinct SNLI sentences.
 
 The texts: the premises and hypotheses of `snli_1.0_train_subset.jsonl`
-(read with `sbert_keras.data.read_nli`, unlabelled lines kept), deduplicated
+(read with `sbert_keras.data.readers.read_nli`, unlabelled lines kept), deduplicated
 in order of first appearance; the full run needs >= 100,000 of them.
 all-MiniLM-L6-v2 embeds them twice, at the same precision and batch size:
 
@@ -47,9 +47,9 @@ SNLI = "data/snli/snli_1.0_train_subset.jsonl"
 
 def distinct_snli_sentences(path, limit=None):
     """Premises then hypotheses of each pair, deduplicated, one line each."""
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import readers
 
-    pairs = data.read_nli(path, skip_unlabeled=False)
+    pairs = readers.read_nli(path, skip_unlabeled=False)
     seen = {}
     for a, b in zip(pairs.sentence_a, pairs.sentence_b):
         for text in (a, b):

@@ -69,11 +69,12 @@ def run_child(args, model_dir, train_path):
     from sbert_keras import ContrastiveSiamese
     from sbert_keras import SentenceEncoder
     from sbert_keras import set_compute
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import examples
+    from sbert_keras.data import readers
 
     steps = args.steps
     needed = batch_size * steps
-    pairs = data.nli_to_pairs(data.read_nli(train_path, limit=args.limit or 4 * needed))
+    pairs = examples.nli_to_pairs(readers.read_nli(train_path, limit=args.limit or 4 * needed))
     if len(pairs) < needed:
         common.emit(benchmark=NAME, kind=kind, skipped=f"{len(pairs)} entailment pairs < {needed} needed")
         return

@@ -91,9 +91,9 @@ def sts_dev_texts_and_model(benchmark, lines=None):
     model_dir = model_path(benchmark)
     if paths is None or model_dir is None:
         return None
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import readers
 
-    dev = data.read_sts(paths[0])
+    dev = readers.read_sts(paths[0])
     lines = len(dev) if lines is None else lines
     return dev.sentence_a[:lines] + dev.sentence_b[:lines], model_dir
 

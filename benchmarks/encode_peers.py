@@ -65,12 +65,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import cpu_timing  # noqa: E402
-import encode_peers_report as report  # noqa: E402
+import encode_peers_report  # noqa: E402
 import fetch_mpnet  # noqa: E402
 
 common.silence_tensorflow()
 
-from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.data import readers  # noqa: E402
 
 NAME = "encode_peers"
 BATCH_SIZE = 32
@@ -183,7 +183,7 @@ def write_inputs(work, quick, lines=None):
     model_dir = common.model_path(NAME)
     if paths is None or model_dir is None:
         return None
-    dev, train = data.read_sts(paths[0]), data.read_sts(paths[1])
+    dev, train = readers.read_sts(paths[0]), readers.read_sts(paths[1])
     lines = 150 if quick else min(lines or len(dev), len(dev))
     texts = dev.sentence_a[:lines] + dev.sentence_b[:lines]
     calibration = list(dict.fromkeys(train.sentence_a))[:300]
@@ -337,8 +337,8 @@ def run_model(args, work, model_name, model_dir, gold):
             file=sys.stderr,
             flush=True,
         )
-    scored = report.score(results, gold)
-    flops = report.add_gflops(results)
+    scored = encode_peers_report.score(results, gold)
+    flops = encode_peers_report.add_gflops(results)
     for result in results:
         result.pop("embeddings", None)
         if result["variant"] != "flops":
@@ -352,9 +352,9 @@ def run_model(args, work, model_name, model_dir, gold):
         matmul_gflops=flops and flops["matmul_gflops"],
         ffn_shape=flops and flops.get("ffn_shape"),
         **(scored or {}),
-        **report.summary(results),
+        **encode_peers_report.summary(results),
     )
-    print(f"{model_name}\n{report.markdown_table(results)}", file=sys.stderr, flush=True)
+    print(f"{model_name}\n{encode_peers_report.markdown_table(results)}", file=sys.stderr, flush=True)
     return results
 
 

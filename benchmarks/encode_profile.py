@@ -97,7 +97,7 @@ def main():
 
     common.quiet_tf_python_logs()
     from sbert_keras import SentenceEncoder
-    from sbert_keras.runtime import fused_graph as fused
+    from sbert_keras.runtime import fused_graph
 
     repeats = 3 if args.quick else args.repeats
     encoder = SentenceEncoder.from_preset(str(model_dir))
@@ -130,10 +130,10 @@ def main():
         "keras_mixed_bfloat16": keras_graph(engine.keras_model("bfloat16")),
     }
     for precision in ("float32", "bfloat16", "int8"):
-        forward = fused.build_forward(encoder, engine.fused_weights(precision))
+        forward = fused_graph.build_forward(encoder, engine.fused_weights(precision))
         graphs[f"fused_{precision}"] = tf.function(forward, input_signature=spec)
         if precision != "int8":  # XLA compiles neither oneDNN's LayerNorm nor its int8 matmul
-            forward = fused.build_forward(encoder, engine.fused_weights(precision), fused_norm=False)
+            forward = fused_graph.build_forward(encoder, engine.fused_weights(precision), fused_norm=False)
             graphs[f"fused_{precision}_xla"] = tf.function(forward, input_signature=spec, jit_compile=True)
 
     intermediate = encoder.backbone.intermediate_dim

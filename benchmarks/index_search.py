@@ -12,7 +12,7 @@ For each index kind (`flat` = exact faiss, `hnsw`, `ivf`, `int8` and
 `binary` with float rescoring) it reports build time, the process RSS growth
 during the build, the index's serialized size (and the float vectors kept for
 rescoring), recall@10 against exact search (the true top 10 by cosine, from
-`search.semantic_search`) and queries per second over the 1,000 queries in
+`semantic_search.semantic_search`) and queries per second over the 1,000 queries in
 one batch (best of `--repeats`). It also times the exact NumPy
 `semantic_search` of `sbert_keras.retrieval.semantic_search`, the 10x QPS target's baseline.
 One JSON line per measurement; faiss and NumPy use all cores (2 here).
@@ -35,10 +35,10 @@ common.silence_tensorflow()
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.data import readers  # noqa: E402
 from sbert_keras.retrieval.index import EmbeddingIndex  # noqa: E402
 from sbert_keras.retrieval.semantic_search import semantic_search  # noqa: E402
-from sbert_keras.utils import atomic_io as outputs  # noqa: E402
+from sbert_keras.utils import atomic_io  # noqa: E402
 
 NAME = "index_search"
 BATCH_SIZE = 32
@@ -53,7 +53,7 @@ def distinct_sentences(paths):
     """The distinct premises and hypotheses of SNLI files, in first-seen order."""
     unique = {}
     for path in paths:
-        pairs = data.read_nli(path, skip_unlabeled=False)
+        pairs = readers.read_nli(path, skip_unlabeled=False)
         for a, b in zip(pairs.sentence_a, pairs.sentence_b):
             unique.setdefault(a.strip(), None)
             unique.setdefault(b.strip(), None)
@@ -73,7 +73,7 @@ def cached_embeddings(texts, model_dir, cache_dir):
     with common.Timer() as timer:
         embeddings = encoder.encode(texts, batch_size=BATCH_SIZE, show_progress=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    outputs.save_npy(path, embeddings)
+    atomic_io.save_npy(path, embeddings)
     return embeddings, str(path), timer.seconds
 
 

@@ -25,15 +25,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.data import readers  # noqa: E402
 from sbert_keras.encoder import SentenceEncoder  # noqa: E402
-from sbert_keras.runtime.kernels import int8_quantization as int8_quantize  # noqa: E402
-from sbert_keras.runtime.kernels import onednn_int8 as int8  # noqa: E402
+from sbert_keras.runtime.kernels import int8_quantization  # noqa: E402
+from sbert_keras.runtime.kernels import onednn_int8  # noqa: E402
 
 NAME = "int8_experiment"
 BATCH = 32
 KINDS = ("qkv", "attention_output", "intermediate", "output")
-# recipe -> {kind: "bf16" | (mode, alpha)}: mode of `int8_quantize.quantize_dense`, SmoothQuant alpha.
+# recipe -> {kind: "bf16" | (mode, alpha)}: mode of `int8_quantization.quantize_dense`, SmoothQuant alpha.
 
 
 def _all(mode, alpha=None, **overrides):
@@ -108,7 +108,7 @@ def keras_int8_blocks(backbone):
     blocks = []
     for layer in backbone.transformer_layers:
         att = layer._self_attention_layer
-        qkv = [int8_quantize.keras_int8_kernel(d) for d in (att._query_dense, att._key_dense, att._value_dense)]
+        qkv = [int8_quantization.keras_int8_kernel(d) for d in (att._query_dense, att._key_dense, att._value_dense)]
         qkv_bias = np.concatenate(
             [np.reshape(d.bias.numpy(), [-1]) for d in (att._query_dense, att._key_dense, att._value_dense)]
         )
@@ -116,15 +116,15 @@ def keras_int8_blocks(backbone):
             {
                 "qkv": (np.concatenate([q for q, _ in qkv], 1), np.concatenate([r for _, r in qkv]), qkv_bias),
                 "attention_output": (
-                    *int8_quantize.keras_int8_kernel(att._output_dense),
+                    *int8_quantization.keras_int8_kernel(att._output_dense),
                     att._output_dense.bias.numpy(),
                 ),
                 "intermediate": (
-                    *int8_quantize.keras_int8_kernel(layer._feedforward_intermediate_dense),
+                    *int8_quantization.keras_int8_kernel(layer._feedforward_intermediate_dense),
                     layer._feedforward_intermediate_dense.bias.numpy(),
                 ),
                 "output": (
-                    *int8_quantize.keras_int8_kernel(layer._feedforward_output_dense),
+                    *int8_quantization.keras_int8_kernel(layer._feedforward_output_dense),
                     layer._feedforward_output_dense.bias.numpy(),
                 ),
             }
@@ -133,7 +133,7 @@ def keras_int8_blocks(backbone):
 
 
 def keras_recipe_weights(blocks, mode):
-    return [{k: int8.make_weights(q, r, b, mode) for k, (q, r, b) in block.items()} for block in blocks]
+    return [{k: onednn_int8.make_weights(q, r, b, mode) for k, (q, r, b) in block.items()} for block in blocks]
 
 
 def recipe_weights(blocks, recipe, channel_max=None):
@@ -148,7 +148,7 @@ def recipe_weights(blocks, recipe, channel_max=None):
             else:
                 mode, alpha = spec
                 input_max, input_min = (None, None) if channel_max is None else channel_max[i][kind]
-                entry[kind] = int8_quantize.quantize_dense(
+                entry[kind] = int8_quantization.quantize_dense(
                     kernel,
                     bias,
                     mode,
@@ -161,8 +161,8 @@ def recipe_weights(blocks, recipe, channel_max=None):
 
 
 def dense(x, w, activation=None):
-    if isinstance(w, int8.INT8_WEIGHT_TYPES):
-        return int8.int8_dense(x, w, activation)
+    if isinstance(w, onednn_int8.INT8_WEIGHT_TYPES):
+        return onednn_int8.int8_dense(x, w, activation)
     kernel, bias = w
     y = tf.cast(tf.nn.bias_add(tf.matmul(tf.cast(x, kernel.dtype), kernel), bias), "float32")
     return y if activation is None else activation(y)
@@ -267,9 +267,11 @@ def main():
         return 0
     texts, model_dir = found
     common.quiet_tf_python_logs()
-    dev = data.read_sts(common.shared_dir() / "data/stsbenchmark/sts-dev.csv")
-    train = data.read_sts(common.shared_dir() / "data/stsbenchmark/sts-train.csv")
-    calib_texts = list(int8_quantize.CALIBRATION_SENTENCES) if args.calibration == "builtin" else train.sentence_a[:300]
+    dev = readers.read_sts(common.shared_dir() / "data/stsbenchmark/sts-dev.csv")
+    train = readers.read_sts(common.shared_dir() / "data/stsbenchmark/sts-train.csv")
+    calib_texts = (
+        list(int8_quantization.CALIBRATION_SENTENCES) if args.calibration == "builtin" else train.sentence_a[:300]
+    )
     encoder = SentenceEncoder.from_preset(str(model_dir))
     n = len(texts)
     half = n // 2
@@ -285,14 +287,14 @@ def main():
         }
         for b in encoder.backbone.transformer_layers
     ]
-    channel_max = int8_quantize.calibrate(
-        encoder.backbone, watched, int8_quantize.calibration_batches(encoder.preprocessor, calib_texts)
+    channel_max = int8_quantization.calibrate(
+        encoder.backbone, watched, int8_quantization.calibration_batches(encoder.preprocessor, calib_texts)
     )
     common.emit(
         benchmark=NAME,
         kind="config",
         texts=n,
-        int8_available=int8.int8_matmul_available(),
+        int8_available=onednn_int8.int8_matmul_available(),
         ranges=[{k: (float(v[0].max()), float(np.min(v[1]))) for k, v in b.items()} for b in channel_max],
     )
     prepared = batches(encoder, texts)

@@ -3,7 +3,7 @@
 Two encoders of all-MiniLM-L6-v2 in one process: "onednn" is what `encode`
 runs (`sbert_keras.runtime.kernels.onednn_layer_norm`: the fused kernel from
 `FUSED_LAYER_NORM_MIN_ROWS` rows, the composite below); "composite" is the
-same fused graph built while `onednn.layer_norm_available()` is patched to
+same fused graph built while `onednn_layer_norm.layer_norm_available()` is patched to
 say no, so every LayerNorm is the eight-kernel composite. Their passes over
 the STS-B dev sentences (batch 32) are interleaved, so drift of a shared
 machine hits both alike; each pass runs inside a `cpu_timing.CpuMonitor`,
@@ -33,13 +33,13 @@ QUERY = "A man is playing a guitar on the street."
 def build(model_dir, precision, fused_norm, warmup):
     """A MiniLM `SentenceEncoder` whose fused graph (traced by `warmup`) uses the fused LayerNorm or not."""
     from sbert_keras import SentenceEncoder
-    from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
+    from sbert_keras.runtime.kernels import onednn_layer_norm
 
     encoder = SentenceEncoder.from_preset(str(model_dir))
     if fused_norm:
         encoder.encode(warmup, compute=precision, show_progress=False)
     else:
-        with mock.patch.object(onednn, "layer_norm_available", lambda: False):
+        with mock.patch.object(onednn_layer_norm, "layer_norm_available", lambda: False):
             encoder.encode(warmup, compute=precision, show_progress=False)
             encoder.encode([QUERY], compute=precision, show_progress=False)
     return encoder

@@ -52,14 +52,14 @@ def main():
     from sbert_keras import set_compute
     from sbert_keras import sts_evaluation
     from sbert_keras import train_objective
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import readers
 
     limit = args.limit or (QUICK_TRAIN if args.quick else FULL_TRAIN)
     test_limit = args.test_limit or (QUICK_TEST if args.quick else None)
     dev_limit = args.dev_limit or (QUICK_DEV if args.quick else None)
-    train = data.read_nli(paths[0], limit=limit)
-    test = data.read_nli(paths[1], limit=test_limit)
-    dev = data.read_sts(paths[2])
+    train = readers.read_nli(paths[0], limit=limit)
+    test = readers.read_nli(paths[1], limit=test_limit)
+    dev = readers.read_sts(paths[2])
     dev_a, dev_b, dev_scores = dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit]
 
     precision = set_compute(args.compute)

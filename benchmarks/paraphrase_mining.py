@@ -40,7 +40,7 @@ def mining_texts(sts_train, sts_dev, snli_train, size):
     file. STS-B train alone has 10,566 distinct sentences, so the default
     10,000 texts all come from it; a larger `--size` adds dev, then SNLI.
     """
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import readers
 
     unique, sources = {}, {}
 
@@ -54,11 +54,11 @@ def mining_texts(sts_train, sts_dev, snli_train, size):
 
     for path, source in ((sts_train, "sts_train"), (sts_dev, "sts_dev")):
         if len(unique) < size:
-            pairs = data.read_sts(path)
+            pairs = readers.read_sts(path)
             add(pairs.sentence_a + pairs.sentence_b, source)
     if len(unique) < size:
         # Only premises are used, so unlabeled lines are kept too.
-        add(data.read_nli(snli_train, skip_unlabeled=False).sentence_a, "snli_train_premises")
+        add(readers.read_nli(snli_train, skip_unlabeled=False).sentence_a, "snli_train_premises")
     return list(unique), sources
 
 

@@ -47,7 +47,8 @@ from sbert_keras import SentenceEncoder  # noqa: E402
 from sbert_keras import set_compute  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
 from sbert_keras import train_objective  # noqa: E402
-from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.data import examples  # noqa: E402
+from sbert_keras.data import readers  # noqa: E402
 from sbert_keras.training.pipelines import siamese_dataset  # noqa: E402
 from sbert_keras.training.schedules import paper_optimizer  # noqa: E402
 from sbert_keras.training.trainer import seed_everything  # noqa: E402
@@ -69,9 +70,9 @@ class Setup:
 
     Args:
         make_encoder: callable. Returns a fresh (pretrained) `SentenceEncoder`.
-        sts_train: `data.SentencePairs`. STS-B train (0-5 scores).
-        sts_dev: `data.SentencePairs`. STS-B dev.
-        triplets: `data.Triplets`. SNLI (premise, entailment, contradiction).
+        sts_train: `examples.SentencePairs`. STS-B train (0-5 scores).
+        sts_dev: `examples.SentencePairs`. STS-B dev.
+        triplets: `examples.Triplets`. SNLI (premise, entailment, contradiction).
         precision: str. The precision word `set_compute` returned.
         epochs: int. STS-B epochs of recipes a and c.
         dims: tuple of int. Matryoshka dimensions, largest first.
@@ -80,7 +81,7 @@ class Setup:
         stage2_objective: str. STS-B objective of recipe b's second stage.
         stage2_epochs: int. Its epochs.
         c_objective: str. Objective of recipe c.
-        seed: int. The seed of every run (`training.seed_everything`).
+        seed: int. The seed of every run (`trainer.seed_everything`).
     """
 
     make_encoder: object
@@ -299,16 +300,16 @@ def build_setup(args, model_dir, paths, recipe):
     quick = args.quick
     sts_limit = args.sts_limit or (64 if quick else None)
     dev_limit = args.dev_limit or (100 if quick else None)
-    train, dev = data.read_sts(paths[0]), data.read_sts(paths[1])
-    train = data.SentencePairs(train.sentence_a[:sts_limit], train.sentence_b[:sts_limit], train.labels[:sts_limit])
-    dev = data.SentencePairs(dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit])
+    train, dev = readers.read_sts(paths[0]), readers.read_sts(paths[1])
+    train = examples.SentencePairs(train.sentence_a[:sts_limit], train.sentence_b[:sts_limit], train.labels[:sts_limit])
+    dev = examples.SentencePairs(dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit])
     wanted = args.limit or {"b": 64 if quick else 5000, "d": 32 if quick else 2048}.get(recipe, 0)
     triplets = None
     if wanted:
         # ~1 triplet per 3 NLI pairs: read enough lines, then keep the first `wanted`.
-        nli = data.read_nli(paths[2], limit=min(100000, 4 * wanted))
-        t = data.nli_to_triplets(nli)
-        triplets = data.Triplets(t.anchor[:wanted], t.positive[:wanted], t.negative[:wanted])
+        nli = readers.read_nli(paths[2], limit=min(100000, 4 * wanted))
+        t = examples.nli_to_triplets(nli)
+        triplets = examples.Triplets(t.anchor[:wanted], t.positive[:wanted], t.negative[:wanted])
     precision = set_compute(args.compute)
     return Setup(
         make_encoder=lambda: _fresh_minilm(model_dir),

@@ -52,7 +52,8 @@ from sbert_keras import SentenceEncoder  # noqa: E402
 from sbert_keras import set_compute  # noqa: E402
 from sbert_keras import sts_evaluation  # noqa: E402
 from sbert_keras import train_objective  # noqa: E402
-from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.data import examples  # noqa: E402
+from sbert_keras.data import readers  # noqa: E402
 from sbert_keras.training import schedules  # noqa: E402
 from sbert_keras.utils import defaults  # noqa: E402
 
@@ -171,10 +172,10 @@ def main(argv=None):
         return
     precision = set_compute(args.compute)
     limit = args.limit or (64 if args.quick else None)
-    train, dev = data.read_sts(paths[0]), data.read_sts(paths[1])
-    train = data.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])
+    train, dev = readers.read_sts(paths[0]), readers.read_sts(paths[1])
+    train = examples.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])
     if args.quick:
-        dev = data.SentencePairs(dev.sentence_a[:100], dev.sentence_b[:100], dev.labels[:100])
+        dev = examples.SentencePairs(dev.sentence_a[:100], dev.sentence_b[:100], dev.labels[:100])
         args.epochs, args.runs = min(args.epochs, 2), min(args.runs, 2)
     encoder = SentenceEncoder.from_preset(str(model_dir))
     before = dev_spearman(encoder, dev)

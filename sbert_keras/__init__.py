@@ -49,10 +49,8 @@ _set_default_backend()
 __version__ = "0.1.0"
 
 from sbert_keras.utils import import_hooks  # noqa: E402 (after the backend is set)
-from sbert_keras.utils import module_paths  # noqa: E402
 from sbert_keras.utils import tf_startup  # noqa: E402
 
-module_paths.install(__name__)
 # When a module of this package is what imports TensorFlow first, its start-up log
 # lines are held and XLA's disk cache is set (`utils.tf_startup`); a user's own
 # `import tensorflow` is left alone.
@@ -62,73 +60,94 @@ import_hooks.import_inside(
     lambda: import_hooks.importing(__name__, submodules_only=True),
 )
 
-# Public name -> the module that defines it.
+# Public name -> the module that defines it: what a user calls in a normal
+# workflow (docs/architecture.md, "The top level"). Building blocks (layers,
+# preprocessors, schedules, writers, internal errors) are imported from their
+# module, `sbert_keras.model.backbone.BertLayoutBackbone` and the like.
 _EXPORTS = {
-    "BertLayoutBackbone": "model.backbone",
+    # The encoder, and the preprocessor it is built from by hand.
     "SentenceEncoder": "encoder",
-    "CorruptModelError": "checkpoints.keras_files",
-    "PresetUnavailableError": "checkpoints.presets",
-    "IncompleteOutputError": "utils.atomic_io",
-    "EvaluationCallback": "evaluation.evaluators",
-    "nli_evaluation": "evaluation.evaluators",
-    "sts_evaluation": "evaluation.evaluators",
-    "transfer_evaluation": "evaluation.evaluators",
-    "triplet_evaluation": "evaluation.evaluators",
-    "export_saved_model": "runtime.export",
+    "SentenceEncoderPreprocessor": "model.preprocessor",
+    # Training: the run, its siamese and single-text models, and the losses passed to them.
+    "train_objective": "training.trainer",
+    "RegressionSiamese": "training.siamese",
+    "ClassificationSiamese": "training.siamese",
+    "TripletSiamese": "training.siamese",
+    "ContrastiveSiamese": "training.siamese",
     "CachedContrastiveSiamese": "training.cached_siamese",
+    "BatchHardTripletModel": "training.single_text_models",
+    "DistillationModel": "training.single_text_models",
+    "TripletLoss": "losses.triplet",
+    "BatchHardTripletLoss": "losses.triplet",
+    "InBatchNegativesLoss": "losses.in_batch",
+    "SymmetricInBatchNegativesLoss": "losses.in_batch",
+    "CoSENTLoss": "losses.pair_scores",
+    "AnglELoss": "losses.pair_scores",
+    "OnlineContrastiveLoss": "losses.pair_scores",
+    "MSEDistillationLoss": "losses.distillation",
+    "MatryoshkaLoss": "losses.matryoshka",
     "mine_hard_negatives": "training.hard_negatives",
-    "write_triplets_csv": "training.hard_negatives",
-    "EmbeddingIndex": "retrieval.index",
-    "MaskedPooling": "model.pooling",
+    # Evaluation.
+    "EvaluationCallback": "evaluation.evaluators",
+    "sts_evaluation": "evaluation.evaluators",
+    "triplet_evaluation": "evaluation.evaluators",
+    "nli_evaluation": "evaluation.evaluators",
+    "transfer_evaluation": "evaluation.evaluators",
     "binary_classification_evaluation": "evaluation.pair_evaluation",
     "paraphrase_mining_evaluation": "evaluation.pair_evaluation",
     "information_retrieval_evaluation": "evaluation.retrieval_evaluation",
-    "read_beir": "evaluation.retrieval_evaluation",
-    "InBatchNegativesLoss": "losses.in_batch",
-    "TripletLoss": "losses.triplet",
-    "AnglELoss": "losses.pair_scores",
-    "BatchHardTripletLoss": "losses.triplet",
-    "CoSENTLoss": "losses.pair_scores",
-    "MSEDistillationLoss": "losses.distillation",
-    "OnlineContrastiveLoss": "losses.pair_scores",
-    "SymmetricInBatchNegativesLoss": "losses.in_batch",
-    "MatryoshkaLoss": "losses.matryoshka",
-    "MatryoshkaPrefixes": "losses.matryoshka",
-    "SentenceEncoderPreprocessor": "model.preprocessor",
-    "cluster": "retrieval.clustering",
-    "community_detection": "retrieval.clustering",
+    # Search, mining, clustering and the index, on embeddings.
+    "semantic_search": "retrieval.semantic_search",
     "paraphrase_mining": "retrieval.semantic_search",
     "paraphrase_mining_texts": "retrieval.semantic_search",
-    "semantic_search": "retrieval.semantic_search",
+    "community_detection": "retrieval.clustering",
+    "cluster": "retrieval.clustering",
     "similarity_matrix": "retrieval.scores",
     "quantize_embeddings": "retrieval.quantization",
-    "ClassificationSiamese": "training.siamese",
-    "ContrastiveSiamese": "training.siamese",
-    "RegressionSiamese": "training.siamese",
-    "SiamesePreprocessor": "training.siamese",
-    "TripletSiamese": "training.siamese",
-    "LabelRangeError": "training.fit_checks",
-    "NonFiniteLossError": "training.fit_checks",
-    "BatchHardTripletModel": "training.single_text_models",
-    "DistillationModel": "training.single_text_models",
-    "CosineSimilarity": "model.similarity",
-    "PairFeatures": "model.similarity",
-    "SimilarityMatrix": "model.similarity",
-    "TripletDistances": "model.similarity",
+    "EmbeddingIndex": "retrieval.index",
+    # Serving and the compute path.
+    "export_saved_model": "runtime.export",
     "set_compute": "model.precision",
-    "set_precision": "model.precision",
-    "WarmupLinearDecay": "training.schedules",
-    "paper_optimizer": "training.schedules",
-    "train_objective": "training.trainer",
+    # The errors the documentation tells a user to catch.
+    "PresetUnavailableError": "checkpoints.presets",
+    "CorruptModelError": "checkpoints.keras_files",
+    "NonFiniteLossError": "training.fit_checks",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]  # noqa: PLE0605 (a list)
+
+# Every module that registers a Keras object (`package="sbert_keras"`). They are
+# imported with the public names, so that `keras.saving.load_model` finds every
+# class whether or not it is a public name here (`tests/test_imports.py` keeps
+# this list whole).
+_KERAS_OBJECT_MODULES = (
+    "checkpoints.tokenizer_json",
+    "encoder",
+    "losses.in_batch",
+    "losses.matryoshka",
+    "losses.pair_scores",
+    "losses.replicas",
+    "losses.triplet",
+    "model.backbone",
+    "model.bpe_tokenizer",
+    "model.mpnet_backbone",
+    "model.mpnet_layers",
+    "model.pooling",
+    "model.preprocessor",
+    "model.sentencepiece_tokenizer",
+    "model.similarity",
+    "training.cached_siamese",
+    "training.schedules",
+    "training.siamese",
+    "training.siamese_preprocessor",
+    "training.single_text_models",
+)
 
 
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'sbert_keras' has no attribute {name!r}")
-    for module in dict.fromkeys(_EXPORTS.values()):  # all, so every class registers
+    for module in dict.fromkeys((*_KERAS_OBJECT_MODULES, *_EXPORTS.values())):  # all, so every class registers
         module = importlib.import_module(f"sbert_keras.{module}")
         globals().update({k: getattr(module, k) for k, m in _EXPORTS.items() if f"sbert_keras.{m}" == module.__name__})
     tf_startup.list_devices()  # the cuInit line, held (`utils.tf_startup`)
@@ -136,7 +155,7 @@ def __getattr__(name):
 
 
 def _import_all():
-    """Imports every module of `_EXPORTS`, binding the public names here."""
+    """Imports every module of `_KERAS_OBJECT_MODULES` and `_EXPORTS`, binding the public names here."""
     return __getattr__(next(iter(_EXPORTS)))
 
 

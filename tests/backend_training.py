@@ -17,7 +17,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from conftest import tiny_encoder  # noqa: E402
-from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.data.examples import LabelledSentences  # noqa: E402
+from sbert_keras.data.examples import NLIPairs  # noqa: E402
+from sbert_keras.data.examples import SentencePairs  # noqa: E402
+from sbert_keras.data.examples import Sentences  # noqa: E402
+from sbert_keras.data.examples import Triplets  # noqa: E402
 from sbert_keras.training.step_log import read_rows  # noqa: E402
 from sbert_keras.training.trainer import train_objective  # noqa: E402
 from sbert_keras.utils.atomic_io import TRAINING_LOG  # noqa: E402
@@ -36,11 +40,11 @@ def examples():
     """`{name: (objective, train, dev, keyword arguments)}`: every objective of `training.objectives`."""
     a, b, c = sentences(1), sentences(2), sentences(3)
     scores = np.linspace(0, 5, N).astype("float32")
-    pairs = data.SentencePairs(a, b, scores)
-    nli = data.NLIPairs(a, b, (np.arange(N) % 3).astype("int32"))
-    triplets = data.Triplets(a, b, c)
-    binary = data.SentencePairs(a, b, (np.arange(N) % 2).astype("float32"))
-    labelled = data.LabelledSentences(a, (np.arange(N) % 3).astype("int32"))
+    pairs = SentencePairs(a, b, scores)
+    nli = NLIPairs(a, b, (np.arange(N) % 3).astype("int32"))
+    triplets = Triplets(a, b, c)
+    binary = SentencePairs(a, b, (np.arange(N) % 2).astype("float32"))
+    labelled = LabelledSentences(a, (np.arange(N) % 3).astype("int32"))
     teacher = np.random.default_rng(4).normal(size=(N, 8)).astype("float32")
     return {
         "regression": ("regression", pairs, pairs, {}),
@@ -53,7 +57,7 @@ def examples():
         "contrastive": ("contrastive", triplets, None, {"hard_negatives": True}),
         "cached-contrastive": ("contrastive", triplets, None, {"mini_batch_size": 2, "hard_negatives": True}),
         "matryoshka": ("contrastive", triplets, None, {"matryoshka_dims": (8, 4), "hard_negatives": True}),
-        "distill": ("distill", data.Sentences(a), None, {"teacher": teacher}),
+        "distill": ("distill", Sentences(a), None, {"teacher": teacher}),
     }
 
 

@@ -19,6 +19,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 
 import sbert_keras  # noqa: E402
+from sbert_keras.model.backbone import BertLayoutBackbone  # noqa: E402
 from sbert_keras.runtime.engine import InferenceEngine  # noqa: E402
 from sbert_keras.utils.hardware import Host  # noqa: E402
 
@@ -73,7 +74,7 @@ def tiny_encoder(
         vocab += ["##" + ch for ch in "abcdefghijklmnopqrstuvwxyz"] + list("abcdefghijklmnopqrstuvwxyz!.")
         vocab = list(dict.fromkeys(vocab))
         tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True, strip_accents=True)
-        backbone_cls = sbert_keras.BertLayoutBackbone
+        backbone_cls = BertLayoutBackbone
     backbone = backbone_cls(
         vocabulary_size=table_rows or len(vocab),
         num_layers=2,

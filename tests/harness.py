@@ -33,7 +33,7 @@ import tensorflow as tf
 from keras import tree
 
 from conftest import ROOT
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 
 # A `$SBERT_KERAS_TEST_PAUSE_AT` that matches no stage: every stage is logged, none pauses.
 LOG_STAGES = "log stages only"
@@ -197,9 +197,9 @@ def run_precision_test(
             _assert_policy_applies(instance, policy, name)
             loss_fn = instance.default_loss() if loss == "default" else loss
             with tf.GradientTape() as tape:
-                outputs = _call(instance, inputs)
-                value = None if loss_fn is None else loss_fn(y, outputs)
-            for i, tensor in enumerate(tree.flatten(outputs)):
+                result = _call(instance, inputs)
+                value = None if loss_fn is None else loss_fn(y, result)
+            for i, tensor in enumerate(tree.flatten(result)):
                 what = f"{name}: output {i} of {type(instance).__name__}"
                 assert_float32_and_finite(tensor, what, output_dtype or policy.compute_dtype)
             if value is None:
@@ -317,14 +317,14 @@ def cli_env(pause_at=None, **extra):
     """The environment of a CLI subprocess: this checkout first, quiet TensorFlow, `extra` variables.
 
     Args:
-        pause_at: str or None. `outputs.PAUSE_ENV`: a stage to pause at
+        pause_at: str or None. `atomic_io.PAUSE_ENV`: a stage to pause at
             (`LOG_STAGES` logs every stage and pauses at none).
         **extra: more variables (e.g. `PYTHONHASHSEED="1"`).
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", **extra)
-    env.pop(outputs.PAUSE_ENV, None)
+    env.pop(atomic_io.PAUSE_ENV, None)
     if pause_at:
-        env[outputs.PAUSE_ENV] = pause_at
+        env[atomic_io.PAUSE_ENV] = pause_at
     return env
 
 
@@ -333,7 +333,7 @@ def start_until_paused(args, pause_at, timeout=600, **extra_env):
 
     Args:
         args: the CLI arguments.
-        pause_at: str. A stage name, or part of one (see `outputs.pause_for_tests`).
+        pause_at: str. A stage name, or part of one (see `atomic_io.pause_for_tests`).
         timeout: seconds to wait for the pause.
         **extra_env: more environment variables.
 

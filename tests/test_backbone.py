@@ -5,7 +5,7 @@ import pytest
 from harness import run_model_saving_test
 from harness import run_precision_test
 from harness import run_serialization_test
-from sbert_keras import BertLayoutBackbone
+from sbert_keras.model.backbone import BertLayoutBackbone
 
 ARGS = dict(
     vocabulary_size=10,

@@ -16,8 +16,9 @@ from conftest import tiny_encoder  # noqa: E402
 from harness import run_cli_on_small_disk  # noqa: E402
 from harness import small_disk_available  # noqa: E402
 from sbert_keras.data import embedding_shards  # noqa: E402
-from sbert_keras.data import readers as data  # noqa: E402
+from sbert_keras.data import examples  # noqa: E402
 from sbert_keras.integrations import beam  # noqa: E402
+from sbert_keras.utils import atomic_io  # noqa: E402
 from sbert_keras.utils import disk_space  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -125,7 +126,7 @@ def test_direct_runner_multi_processing_two_workers(tmp_path, model_file, refere
 )
 def test_bad_jsonl_line_names_file_and_line(tmp_path, line, reason):
     path = write_lines(tmp_path / "bad.jsonl", ['{"id": 0, "text": "a cat"}', "", line])
-    with pytest.raises(data.DataFormatError, match=rf"bad\.jsonl, line 3: {reason}"):
+    with pytest.raises(examples.DataFormatError, match=rf"bad\.jsonl, line 3: {reason}"):
         list(beam.read_records(path))
 
 
@@ -148,7 +149,7 @@ def test_worker_error_text_becomes_value_error_naming_file_and_line():
     # What the multi-processing DirectRunner raises: the worker's traceback as text.
     trace = (
         "Traceback (most recent call last):\n  File ...\n"
-        "sbert_keras.data.DataFormatError: /data/c.jsonl, line 9: 'text' is not a string: 3\n"
+        "sbert_keras.data.examples.DataFormatError: /data/c.jsonl, line 9: 'text' is not a string: 3\n"
     )
     with pytest.raises(ValueError, match=r"^/data/c\.jsonl, line 9: 'text' is not a string: 3$"):
         beam.run_pipeline(_FailingPipeline(RuntimeError(trace)))
@@ -159,7 +160,7 @@ def test_worker_error_text_becomes_value_error_naming_file_and_line():
 def test_not_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("a cat\ncaf\u00e9\n".encode("latin-1"))
-    with pytest.raises(data.DataFormatError, match=r"latin1\.txt, line 2: byte 0xe9"):
+    with pytest.raises(examples.DataFormatError, match=r"latin1\.txt, line 2: byte 0xe9"):
         list(beam.read_records(str(path)))
 
 
@@ -196,7 +197,7 @@ def test_read_embeddings_refuses_an_incomplete_folder(tmp_path, model_file):
     source = write_lines(tmp_path / "corpus.txt", TEXTS[:2])
     embed(model_file, source, tmp_path / "out")
     os.remove(tmp_path / "out" / "complete.json")
-    with pytest.raises(sbert_keras.IncompleteOutputError, match="complete.json"):
+    with pytest.raises(atomic_io.IncompleteOutputError, match="complete.json"):
         beam.read_embeddings(tmp_path / "out")
 
 
@@ -224,12 +225,12 @@ def test_duplicate_ids_are_refused_before_the_pipeline_naming_both_lines(tmp_pat
 
     monkeypatch.setattr(sbert_keras.SentenceEncoder, "from_preset", no_model)
     expected = r"b\.jsonl, line 2: duplicate id '1', first at \S*a\.jsonl, line 1 \(ids are stored as strings"
-    with pytest.raises(data.DataFormatError, match=expected):
+    with pytest.raises(examples.DataFormatError, match=expected):
         embed(model_file, str(tmp_path / "*.jsonl"), tmp_path / "out")
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
     write_lines(tmp_path / "c.jsonl", [json.dumps({"id": "doc", "text": "a"}), json.dumps({"id": "doc", "text": "b"})])
     with pytest.raises(
-        data.DataFormatError, match=r"c\.jsonl, line 2: duplicate id 'doc', first at \S*c\.jsonl, line 1"
+        examples.DataFormatError, match=r"c\.jsonl, line 2: duplicate id 'doc', first at \S*c\.jsonl, line 1"
     ):
         beam.scan_input([str(tmp_path / "c.jsonl")])
     # Plain text: the ids are line numbers, distinct; the scan counts the texts and id bytes.
@@ -263,11 +264,11 @@ def test_a_shard_changed_after_it_was_written_is_refused_by_name(tmp_path, model
     assert sorted(marker["sha256"]) == sorted(marker["shards"])
     _, vectors = beam.read_embeddings(tmp_path / "out")
     shard = tmp_path / "out" / marker["shards"][0]
-    data = bytearray(shard.read_bytes())
-    found = [data.find(value.tobytes()) for value in vectors.reshape(-1)]
+    raw = bytearray(shard.read_bytes())
+    found = [raw.find(value.tobytes()) for value in vectors.reshape(-1)]
     at = next(i for i in found if i >= 0)
-    data[at] ^= 0x01  # one flipped bit of one float: still a valid Parquet file and a finite vector
-    shard.write_bytes(bytes(data))
+    raw[at] ^= 0x01  # one flipped bit of one float: still a valid Parquet file and a finite vector
+    shard.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match=rf"embeddings shard .*{re.escape(shard.name)} does not match the SHA-256"):
         beam.read_embeddings(tmp_path / "out")
 

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import cpu_timing  # noqa: E402
-import encode_peers_report as encode_peers  # noqa: E402
+import encode_peers_report  # noqa: E402
 
 
 def fake_clocks(monkeypatch, ticks, own, wall):
@@ -104,7 +104,7 @@ def test_score_classes_and_ratios(tmp_path):
         _result(tmp_path, "sbert_keras", "encode_float32", reference * 1.000001, 240.0),
         {"engine": "fastembed", "variant": "fp32", "skipped": "no --onnx-python"},
     ]
-    scored = encode_peers.score(results, gold)
+    scored = encode_peers_report.score(results, gold)
     torch, int8, ours = results[:3]
     assert scored["reference"] == "sentence-transformers torch"
     assert torch["min_cos"] == pytest.approx(1.0, abs=1e-6)
@@ -112,12 +112,12 @@ def test_score_classes_and_ratios(tmp_path):
     assert int8["min_cos"] < 0.99 and "float" not in int8["classes"]
     # The float class's best peer is torch (100/s): ours is 2.4x it.
     assert ours["ratio_to_best_peer"]["float"] == pytest.approx(2.4)
-    summary = encode_peers.summary(results)
+    summary = encode_peers_report.summary(results)
     assert summary["float_class"]["variant"] == "encode_float32"
     assert ours["precision"] == "float32" and int8["precision"] == "int8"
     assert summary["int8_class_int8_paths_only"]["variant"] is None  # no int8 path of ours
     assert summary["skipped"] == ["fastembed fp32: no --onnx-python"]
-    table = encode_peers.markdown_table(results).splitlines()
+    table = encode_peers_report.markdown_table(results).splitlines()
     assert len(table) == 2 + 3  # header, rule, the three timed rows
     assert "| sbert_keras | encode_float32 | 240 |" in table[-1]
 
@@ -149,20 +149,20 @@ def test_saved_models_and_predict_take_the_precision_their_engine_reported(tmp_p
         predict,
         _result(tmp_path, "sbert_keras", "encode_float32", reference, 150.0),
     ]
-    encode_peers.score(results, gold)
+    encode_peers_report.score(results, gold)
     assert served["precision"] == predict["precision"] == "bfloat16"
     # Only float32 paths count against the 1e-5 float32 gate.
-    assert set(encode_peers.summary(results)["float32_max_abs_diff"]) == {"encode_float32"}
+    assert set(encode_peers_report.summary(results)["float32_max_abs_diff"]) == {"encode_float32"}
 
 
 def test_int8_peak_is_the_fastest_int8_matmul_measured():
     shape = "448x384x1536"
     peaks = {"int8_448x384x1536": 60.0, "xnnpack_int8_448x384x1536": 750.0, "bfloat16_448x384x1536": 250.0}
-    assert encode_peers.matmul_peak(peaks, "int8", shape) == 750.0
-    assert encode_peers.matmul_peak(peaks, "bfloat16", shape) == 250.0
-    assert encode_peers.matmul_peak({"int8_448x384x1536": 60.0}, "int8", shape) == 60.0
-    assert encode_peers.matmul_peak(peaks, "float32", shape) is None
-    assert encode_peers.matmul_peak(peaks, "bfloat16", "448x768x3072") is None
+    assert encode_peers_report.matmul_peak(peaks, "int8", shape) == 750.0
+    assert encode_peers_report.matmul_peak(peaks, "bfloat16", shape) == 250.0
+    assert encode_peers_report.matmul_peak({"int8_448x384x1536": 60.0}, "int8", shape) == 60.0
+    assert encode_peers_report.matmul_peak(peaks, "float32", shape) is None
+    assert encode_peers_report.matmul_peak(peaks, "bfloat16", "448x768x3072") is None
 
 
 def test_peak_fraction_uses_the_feed_forward_shape_of_the_model(tmp_path):
@@ -177,7 +177,7 @@ def test_peak_fraction_uses_the_feed_forward_shape_of_the_model(tmp_path):
             "matmul_gflops": {"bfloat16_448x768x3072": 800.0, "bfloat16_448x384x1536": 400.0},
         },
     ]
-    encode_peers.add_gflops(results)
+    encode_peers_report.add_gflops(results)
     assert results[0]["useful_gflops_per_second"] == pytest.approx(400.0)
     assert results[0]["fraction_of_matmul_peak"] == pytest.approx(0.5)
     assert results[0]["matmul_peak"] == {"shape": "448x768x3072", "gflops_per_second": 800.0}
@@ -193,7 +193,7 @@ def test_speed_only_scoring_classes_int8_by_precision(tmp_path):
         _result(tmp_path, "sbert_keras", "encode_int8", noisy, 150.0),
         _result(tmp_path, "sbert_keras", "encode_float32", reference, 80.0),
     ]
-    scored = encode_peers.score(results, None)
+    scored = encode_peers_report.score(results, None)
     assert scored["spearman_fp32"] is None
     assert all("spearman" not in r for r in results)
     assert results[2]["classes"] == ["int8"] and results[2]["meets_int8_gate"]

@@ -10,7 +10,7 @@ from scipy import stats
 
 from conftest import ROOT
 from conftest import tiny_encoder
-from sbert_keras.data import readers as data
+from sbert_keras.data import examples
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import recipes  # noqa: E402
@@ -32,8 +32,8 @@ def tiny_setup(**overrides):
     a = SENTENCES * 2
     b = SENTENCES[1:] + SENTENCES[:1] + SENTENCES[3:] + SENTENCES[:3]  # no identical pair (no tied cosines)
     scores = rng.uniform(0, 5, len(a)).astype("float32")
-    pairs = data.SentencePairs(a, b, scores)
-    triplets = data.Triplets(SENTENCES, SENTENCES[1:] + SENTENCES[:1], SENTENCES[2:] + SENTENCES[:2])
+    pairs = examples.SentencePairs(a, b, scores)
+    triplets = examples.Triplets(SENTENCES, SENTENCES[1:] + SENTENCES[:1], SENTENCES[2:] + SENTENCES[:2])
     settings = dict(
         make_encoder=lambda: tiny_encoder(normalize=True),
         sts_train=pairs,

@@ -8,7 +8,7 @@ import numpy as np
 
 from conftest import ROOT
 from conftest import tiny_encoder
-from sbert_keras.data import readers as data
+from sbert_keras.data import examples
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import sts_ceiling  # noqa: E402
@@ -18,7 +18,7 @@ from test_benchmark_recipes import SENTENCES  # noqa: E402
 
 def pairs():
     scores = np.random.default_rng(0).uniform(0, 5, len(SENTENCES) * 2).astype("float32")
-    return data.SentencePairs(SENTENCES * 2, SENTENCES[1:] + SENTENCES[:1] + SENTENCES[3:] + SENTENCES[:3], scores)
+    return examples.SentencePairs(SENTENCES * 2, SENTENCES[1:] + SENTENCES[:1] + SENTENCES[3:] + SENTENCES[:3], scores)
 
 
 def args(**overrides):

@@ -8,6 +8,7 @@ from conftest import tiny_encoder
 from harness import dtype_policy
 from harness import run_model_saving_test
 from harness import run_serialization_test
+from sbert_keras.model.backbone import BertLayoutBackbone
 from sbert_keras.training.cached_siamese import CachedContrastiveSiamese
 
 A = np.array(
@@ -119,7 +120,7 @@ def test_hard_negatives_symmetric_and_matryoshka_gradients(symmetric):
 def dropout_encoder(rate=0.3):
     """`tiny_encoder()` with dropout: its backbone rebuilt with `dropout=rate`, same weights."""
     base = tiny_encoder()
-    backbone = sk.BertLayoutBackbone.from_config({**base.backbone.get_config(), "dropout": rate})
+    backbone = BertLayoutBackbone.from_config({**base.backbone.get_config(), "dropout": rate})
     backbone.set_weights(base.backbone.get_weights())
     return sk.SentenceEncoder(backbone, base.preprocessor, pooling="mean")
 

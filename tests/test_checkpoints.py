@@ -26,7 +26,7 @@ from sbert_keras.checkpoints.presets import read_sentence_transformers_settings
 from sbert_keras.cli.commands import load_encoder
 from sbert_keras.model.backbone_config import strip_prefix
 from sbert_keras.runtime import fused_graph
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from test_st_modules import write_dense
 
 
@@ -425,12 +425,12 @@ def test_from_preset_loads_a_complete_run_folder_and_refuses_an_incomplete_one(t
     encoder = tiny_encoder(normalize=True)
     encoder.save(run / "encoder.keras")
     SentenceEncoder.from_preset(run / "encoder.keras")  # a lone save is not a run
-    outputs.write_json(run / "metrics.json", {})  # a run's files, no completion marker
-    with pytest.raises(outputs.IncompleteOutputError, match="complete.json"):
+    atomic_io.write_json(run / "metrics.json", {})  # a run's files, no completion marker
+    with pytest.raises(atomic_io.IncompleteOutputError, match="complete.json"):
         SentenceEncoder.from_preset(run)
-    with pytest.raises(outputs.IncompleteOutputError):
+    with pytest.raises(atomic_io.IncompleteOutputError):
         SentenceEncoder.from_preset(run / "encoder.keras")
-    outputs.write_json(run / outputs.MARKER, {"command": "train"})
+    atomic_io.write_json(run / atomic_io.MARKER, {"command": "train"})
     loaded = SentenceEncoder.from_preset(run)
     np.testing.assert_allclose(
         loaded.encode(["a man"], compute="float32"), encoder.encode(["a man"], compute="float32"), atol=1e-6

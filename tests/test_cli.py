@@ -27,7 +27,7 @@ from sbert_keras.cli.parser import main
 from sbert_keras.cli.train import command_line
 from sbert_keras.data.embedding_shards import read_embeddings
 from sbert_keras.training.step_log import read_rows
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import defaults
 
 CORPUS = [
@@ -452,10 +452,10 @@ def assert_run_folder(folder):
     Returns:
         The step log's rows.
     """
-    text = (folder / outputs.RUN_README).read_text()
+    text = (folder / atomic_io.RUN_README).read_text()
     assert sorted(re.findall(r"^- `([^`]+)`", text, flags=re.MULTILINE)) == sorted(os.listdir(folder)) == RUN_FOLDER
     assert "\nsbert-keras train --" in text and " --objective " in text
-    rows = read_rows(folder / outputs.TRAINING_LOG)
+    rows = read_rows(folder / atomic_io.TRAINING_LOG)
     assert rows and [int(row["step"]) for row in rows] == list(range(1, len(rows) + 1))
     assert all(np.isfinite(float(row[key])) for row in rows for key in ("loss", "mean_loss", "learning_rate"))
     return rows
@@ -497,7 +497,7 @@ def test_train_killed_mid_epoch_and_during_the_final_save_resumes_and_completes(
     # 2. The same command resumes after step 2 (its step log cut back to step 2 first), and is killed
     #    during the final save.
     stages = run_until_paused(args, "encoder.keras")
-    assert stages[0] == f"sbert-keras test: passed write of {outputs.TRAINING_LOG}"
+    assert stages[0] == f"sbert-keras test: passed write of {atomic_io.TRAINING_LOG}"
     assert stages[1] == "sbert-keras test: passed write of weights-0-3.weights.h5"
     assert stages[-1] == "sbert-keras test: paused at write of encoder.keras"
     assert not out.exists()
@@ -510,9 +510,9 @@ def test_train_killed_mid_epoch_and_during_the_final_save_resumes_and_completes(
     assert not (tmp_path / "out.partial").exists()
     assert len(json.loads((out / "metrics.json").read_text())["history"]["loss"]) == 2
     assert len(report["history"]["loss"]) == 2
-    outputs.check_complete(out)
+    atomic_io.check_complete(out)
     assert captured.err.splitlines()[-1].startswith(f"sbert-keras train: the trained encoder is {out}/encoder.keras")
-    assert report["encoder"] == f"{out}/encoder.keras" and report["training_log"] == f"{out}/{outputs.TRAINING_LOG}"
+    assert report["encoder"] == f"{out}/encoder.keras" and report["training_log"] == f"{out}/{atomic_io.TRAINING_LOG}"
     rows = assert_run_folder(out)  # each step logged once, across the kill and the resumption
     assert [int(row["epoch"]) for row in rows] == [1] * (len(rows) // 2) + [2] * (len(rows) // 2)
     # 4. A completed run is not overwritten without --overwrite.
@@ -533,7 +533,7 @@ def test_encode_and_export_killed_during_the_save_leave_no_partial_result(capsys
     assert not (tmp_path / "sm" / "1").exists()
     run_cli(capsys, *export)
     assert sorted(os.listdir(tmp_path / "sm")) == ["1"]
-    assert (tmp_path / "sm" / "1" / "saved_model.pb").is_file() and outputs.is_complete(tmp_path / "sm" / "1")
+    assert (tmp_path / "sm" / "1" / "saved_model.pb").is_file() and atomic_io.is_complete(tmp_path / "sm" / "1")
     assert "already holds a completed run" in cli_error(capsys, *export)
     run_cli(capsys, *export, "--overwrite")
 
@@ -714,9 +714,9 @@ def test_mine_negatives_writes_triplets_and_keeps_the_library_defaults(capsys, t
 
 
 def outputs_of(path):
-    from sbert_keras.data import readers as data
+    from sbert_keras.data import readers
 
-    t = data.read_triplets_csv(str(path))
+    t = readers.read_triplets_csv(str(path))
     return list(zip(t.anchor, t.positive, t.negative))
 
 
@@ -1093,7 +1093,7 @@ def test_status_lines_while_tensorflow_and_the_model_load_keep_stdout_json(tmp_p
 
 def test_export_prints_the_compute_path_it_used_and_what_clients_need(capsys, tmp_path, encoder_file):
     out = run_cli(capsys, "export", "--model", encoder_file, "--output", tmp_path / "sm")
-    marker = json.loads((tmp_path / "sm" / outputs.MARKER).read_text())
+    marker = json.loads((tmp_path / "sm" / atomic_io.MARKER).read_text())
     assert out["compute"] == marker["compute"] and out["compute"] in defaults.COMPUTES[1:]
     for facts in (out, marker):
         assert facts["client_requires"] == ["tensorflow", "tensorflow_text"]

@@ -124,7 +124,8 @@ _NO_IMPORT_HOOKS = (
 
 
 def quiet_then(code):
-    return _NO_IMPORT_HOOKS + "from sbert_keras import console\nconsole.quiet_tensorflow()\n" + textwrap.dedent(code)
+    quiet = "from sbert_keras.utils import console\nconsole.quiet_tensorflow()\n"
+    return _NO_IMPORT_HOOKS + quiet + textwrap.dedent(code)
 
 
 def test_quiet_tensorflow_drops_notices_and_keeps_everything_else(fake_tensorflow):

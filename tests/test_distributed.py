@@ -22,7 +22,7 @@ from conftest import ROOT
 from conftest import WORDS
 from conftest import tiny_encoder
 from harness import run_serialization_test
-from sbert_keras.cli import parser as cli
+from sbert_keras.cli import parser
 from sbert_keras.data.examples import SentencePairs
 from sbert_keras.data.examples import Triplets
 from sbert_keras.losses import replicas
@@ -30,7 +30,7 @@ from sbert_keras.losses.in_batch import InBatchNegativesLoss
 from sbert_keras.losses.matryoshka import MatryoshkaLoss
 from sbert_keras.training import distributed
 from sbert_keras.training import objectives
-from sbert_keras.training import trainer as training
+from sbert_keras.training import trainer
 from sbert_keras.training.pipelines import siamese_dataset
 from sbert_keras.training.siamese import ContrastiveSiamese
 from sbert_keras.training.step_log import COLUMNS
@@ -85,7 +85,7 @@ def training_runs(log_dir, strategy=None):
         encoder = tiny_encoder(seed=0)
         steps = StepLosses()
         output_dir = os.path.join(log_dir, name)
-        training.train_objective(
+        trainer.train_objective(
             objective,
             encoder,
             examples()[which],
@@ -188,7 +188,7 @@ def first_batch_losses():
 
 
 def global_batches(columns, encoder, roles, objective):
-    """The batches `training.train_objective` builds for `objective` (its default batching), in one process."""
+    """The batches `trainer.train_objective` builds for `objective` (its default batching), in one process."""
     return siamese_dataset(columns, None, encoder.preprocessor, roles, GLOBAL_BATCH, seed=0, objective=objective)
 
 
@@ -295,7 +295,7 @@ def test_cli_multi_worker_without_tf_config_is_a_clear_error(capsys, monkeypatch
     monkeypatch.delenv("TF_CONFIG", raising=False)
     argv = ["train", "--strategy", "multi-worker", "--objective", "contrastive", "--model", "m.keras"]
     (tmp_path / "t.csv").write_text("anchor,positive\na,b\n")
-    status = cli.main(argv + ["--train", str(tmp_path / "t.csv"), "--output", str(tmp_path / "run")])
+    status = parser.main(argv + ["--train", str(tmp_path / "t.csv"), "--output", str(tmp_path / "run")])
     assert status == 2
     assert "sbert-keras train: error: TF_CONFIG is not set" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()

@@ -8,7 +8,7 @@ from scipy import stats
 
 import sbert_keras as sk
 from conftest import tiny_encoder
-from sbert_keras.evaluation import evaluators as ev
+from sbert_keras.evaluation import evaluators
 
 A = np.array(
     ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 2
@@ -36,7 +36,7 @@ def unit(degrees):
 def test_sts_known_ranking_and_pearson_values():
     enc = FakeEncoder({"x": [1, 0], "p0": unit(0), "p30": unit(30), "p60": unit(60), "p90": unit(90)})
     scores = [5.0, 4.0, 2.0, 0.0]
-    out = ev.sts_evaluation(enc, ["x"] * 4, ["p0", "p30", "p60", "p90"], scores)
+    out = evaluators.sts_evaluation(enc, ["x"] * 4, ["p0", "p30", "p60", "p90"], scores)
     assert set(out) == {
         f"{c}_{m}" for c in ("spearman", "pearson") for m in ("cosine", "euclidean", "manhattan", "dot")
     }
@@ -52,9 +52,9 @@ def test_sts_known_ranking_and_pearson_values():
     manhattan = (1 - cos) + np.sin(np.deg2rad([0, 30, 60, 90]))
     assert out["pearson_manhattan"] == pytest.approx(stats.pearsonr(-manhattan, scores)[0], abs=1e-6)
     # The scale of the scores does not matter.
-    rescaled = ev.sts_evaluation(enc, ["x"] * 4, ["p0", "p30", "p60", "p90"], np.array(scores) / 5)
+    rescaled = evaluators.sts_evaluation(enc, ["x"] * 4, ["p0", "p30", "p60", "p90"], np.array(scores) / 5)
     assert rescaled == pytest.approx(out)
-    assert ev.PRIMARY_METRIC["sts"] == "spearman_cosine"
+    assert evaluators.PRIMARY_METRIC["sts"] == "spearman_cosine"
 
 
 def test_sts_every_key_matches_scipy_on_random_vectors():
@@ -64,7 +64,7 @@ def test_sts_every_key_matches_scipy_on_random_vectors():
     scores = rng.uniform(0, 5, n)
     vectors = {f"a{i}": u[i] for i in range(n)} | {f"b{i}": v[i] for i in range(n)}
     enc = FakeEncoder(vectors)
-    out = ev.sts_evaluation(enc, [f"a{i}" for i in range(n)], [f"b{i}" for i in range(n)], scores)
+    out = evaluators.sts_evaluation(enc, [f"a{i}" for i in range(n)], [f"b{i}" for i in range(n)], scores)
     u, v = u.astype("float32").astype("float64"), v.astype("float32").astype("float64")
     sims = {
         "cosine": (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1),
@@ -79,20 +79,20 @@ def test_sts_every_key_matches_scipy_on_random_vectors():
 
 def test_sts_encodes_each_unique_sentence_once():
     enc = FakeEncoder({t: [i + 1.0, 1.0] for i, t in enumerate("xyzw")})
-    ev.sts_evaluation(enc, ["x", "x", "y", "z"], ["y", "w", "x", "z"], [1, 2, 3, 4])
+    evaluators.sts_evaluation(enc, ["x", "x", "y", "z"], ["y", "w", "x", "z"], [1, 2, 3, 4])
     encoded = [t for call in enc.calls for t in call]
     assert sorted(encoded) == ["w", "x", "y", "z"]
 
 
 def test_sts_zero_vectors_and_constant_scores_give_no_nan():
     enc = FakeEncoder({"zero": [0, 0], "x": [1, 0], "y": [0, 1], "z": [1, 1]})
-    out = ev.sts_evaluation(enc, ["zero", "zero", "x", "x"], ["x", "zero", "y", "z"], [0, 1, 3, 5])
+    out = evaluators.sts_evaluation(enc, ["zero", "zero", "x", "x"], ["x", "zero", "y", "z"], [0, 1, 3, 5])
     assert all(np.isfinite(v) for v in out.values())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        constant = ev.sts_evaluation(enc, ["x", "y", "z"], ["y", "z", "zero"], [2.0, 2.0, 2.0])
+        constant = evaluators.sts_evaluation(enc, ["x", "y", "z"], ["y", "z", "zero"], [2.0, 2.0, 2.0])
         # Constant similarities (identical pairs) are undefined too.
-        same = ev.sts_evaluation(enc, ["x", "y"], ["x", "y"], [1.0, 2.0])
+        same = evaluators.sts_evaluation(enc, ["x", "y"], ["x", "y"], [1.0, 2.0])
     assert constant == pytest.approx({k: 0.0 for k in out}, abs=1e-9)
     assert same["spearman_cosine"] == pytest.approx(0.0, abs=1e-9)
     assert same["pearson_euclidean"] == pytest.approx(0.0, abs=1e-9)
@@ -101,7 +101,7 @@ def test_sts_zero_vectors_and_constant_scores_give_no_nan():
 def test_sts_rejects_mismatched_lengths():
     enc = FakeEncoder({"x": [1, 0]})
     with pytest.raises(ValueError, match="same length"):
-        ev.sts_evaluation(enc, ["x", "x"], ["x"], [1.0, 2.0])
+        evaluators.sts_evaluation(enc, ["x", "x"], ["x"], [1.0, 2.0])
 
 
 def test_triplet_accuracy_known_values():
@@ -125,13 +125,13 @@ def test_triplet_accuracy_known_values():
         ("e1", "e3", "f1"),  # 2 > 1.41 | 0 < 1 | 2 = 2   -> no  yes no
         strict=True,
     )
-    out = ev.triplet_evaluation(enc, anchors, positives, negatives)
+    out = evaluators.triplet_evaluation(enc, anchors, positives, negatives)
     assert out == pytest.approx(
         {"triplet_accuracy": 0.6, "triplet_accuracy_cosine": 0.8, "triplet_accuracy_manhattan": 0.4}
     )
-    assert ev.PRIMARY_METRIC["triplet"] == "triplet_accuracy"
+    assert evaluators.PRIMARY_METRIC["triplet"] == "triplet_accuracy"
     # Zero vectors: finite, and each distinct text encoded once.
-    out = ev.triplet_evaluation(enc, ["zero", "e1"], ["zero", "e1"], ["e1", "zero"])
+    out = evaluators.triplet_evaluation(enc, ["zero", "e1"], ["zero", "e1"], ["e1", "zero"])
     assert all(np.isfinite(v) for v in out.values())
     assert sorted(enc.calls[-1]) == ["e1", "zero"]
 
@@ -145,22 +145,22 @@ def test_transfer_evaluation_separable_and_fold_check():
         texts.append(f"t{i}")
         labels.append(label)
     enc = FakeEncoder(vectors)
-    out = ev.transfer_evaluation(enc, texts, labels, folds=5)
+    out = evaluators.transfer_evaluation(enc, texts, labels, folds=5)
     assert out == pytest.approx({"transfer_accuracy": 1.0, "transfer_accuracy_std": 0.0}, abs=1e-9)
     with pytest.raises(ValueError, match="smallest class count"):
-        ev.transfer_evaluation(enc, texts, labels, folds=11)
+        evaluators.transfer_evaluation(enc, texts, labels, folds=11)
     with pytest.raises(ValueError, match="2 classes"):
-        ev.transfer_evaluation(enc, texts, [0] * 20, folds=2)
+        evaluators.transfer_evaluation(enc, texts, [0] * 20, folds=2)
 
 
 def test_nli_evaluation_and_confusion_matrix():
     model = sk.ClassificationSiamese(tiny_encoder())
     labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
-    out = ev.nli_evaluation(model, list(A), list(B), labels, batch_size=4)
+    out = evaluators.nli_evaluation(model, list(A), list(B), labels, batch_size=4)
     assert set(out) == {"nli_accuracy"} and 0.0 <= out["nli_accuracy"] <= 1.0
     expected = np.mean(model.predict((A, B), verbose=0).argmax(-1) == labels)
     assert out["nli_accuracy"] == pytest.approx(expected)
-    matrix = ev.nli_confusion_matrix(model, list(A), list(B), labels)
+    matrix = evaluators.nli_confusion_matrix(model, list(A), list(B), labels)
     assert matrix.shape == (3, 3) and matrix.sum() == len(labels)
     assert np.trace(matrix) / len(labels) == pytest.approx(out["nli_accuracy"])
     assert matrix.sum(1).tolist() == [3, 3, 2]
@@ -173,14 +173,14 @@ def test_callback_every_n_epochs_and_validation():
         calls.append(1)
         return {"score": np.float32(len(calls))}
 
-    callback = ev.EvaluationCallback(evaluate, prefix="x_", every_n_epochs=2)
+    callback = evaluators.EvaluationCallback(evaluate, prefix="x_", every_n_epochs=2)
     logs = [{}, {}, {}, {}]
     for epoch, log in enumerate(logs):
         callback.on_epoch_end(epoch, log)
     assert logs == [{}, {"x_score": 1.0}, {}, {"x_score": 2.0}]
     assert callback.results == [{"score": 1.0}, {"score": 2.0}] and callback.epochs == [1, 3]
     with pytest.raises(ValueError):
-        ev.EvaluationCallback(evaluate, every_n_epochs=0)
+        evaluators.EvaluationCallback(evaluate, every_n_epochs=0)
 
 
 @pytest.mark.parametrize("history_first", [False, True])
@@ -189,7 +189,7 @@ def test_callback_values_land_in_fit_history(history_first):
     model = sk.RegressionSiamese(encoder)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     scores = np.array([0.8, 0.6, 0.9, -0.5] * 2, "float32")
-    callback = ev.EvaluationCallback.sts(encoder, A[:4], B[:4], scores[:4])
+    callback = evaluators.EvaluationCallback.sts(encoder, A[:4], B[:4], scores[:4])
     # With a user `History` listed first, it runs before the callback.
     callbacks = [keras.callbacks.History(), callback] if history_first else [callback]
     history = model.fit((A, B), scores, batch_size=4, epochs=2, verbose=0, callbacks=callbacks)
@@ -198,18 +198,18 @@ def test_callback_values_land_in_fit_history(history_first):
     assert values == [r["spearman_cosine"] for r in callback.results]
     assert len(history.history["dev_pearson_dot"]) == 2
     # The callback measured the shared encoder as it was being trained.
-    final = ev.sts_evaluation(encoder, A[:4], B[:4], scores[:4])
+    final = evaluators.sts_evaluation(encoder, A[:4], B[:4], scores[:4])
     assert values[-1] == pytest.approx(final["spearman_cosine"])
 
 
 def test_callback_constructors():
     enc = FakeEncoder({"e1": [1, 0], "e2": [2, 0], "f1": [0, 1]})
-    callback = ev.EvaluationCallback.triplets(enc, ["e1"], ["e2"], ["f1"], prefix="val_")
+    callback = evaluators.EvaluationCallback.triplets(enc, ["e1"], ["e2"], ["f1"], prefix="val_")
     logs = {}
     callback.on_epoch_end(0, logs)
     assert logs["val_triplet_accuracy"] == 1.0
     model = sk.ClassificationSiamese(tiny_encoder())
-    callback = ev.EvaluationCallback.nli(model, A[:4], B[:4], [0, 1, 2, 0])
+    callback = evaluators.EvaluationCallback.nli(model, A[:4], B[:4], [0, 1, 2, 0])
     logs = {}
     callback.on_epoch_end(0, logs)
     assert set(logs) == {"dev_nli_accuracy"}
@@ -233,21 +233,21 @@ class PlainEncoder(FakeEncoder):
 def test_evaluators_encode_without_a_progress_bar():
     vectors = {"x": [1, 0], "p": unit(10), "q": unit(80)}
     recorder = ProgressRecorder(vectors)
-    ev.sts_evaluation(recorder, ["x", "x"], ["p", "q"], [5.0, 1.0])
+    evaluators.sts_evaluation(recorder, ["x", "x"], ["p", "q"], [5.0, 1.0])
     assert recorder.progress is False
-    plain = ev.sts_evaluation(PlainEncoder(vectors), ["x", "x"], ["p", "q"], [5.0, 1.0])
+    plain = evaluators.sts_evaluation(PlainEncoder(vectors), ["x", "x"], ["p", "q"], [5.0, 1.0])
     assert plain["spearman_cosine"] == pytest.approx(1.0)
 
 
 def test_a_verbose_callback_prints_one_line_of_its_primary_figure(capsys):
     enc = FakeEncoder({"x": [1, 0], "p": unit(10), "q": unit(80)})
-    callback = ev.EvaluationCallback.sts(enc, ["x", "x"], ["p", "q"], [5.0, 1.0], verbose=1)
+    callback = evaluators.EvaluationCallback.sts(enc, ["x", "x"], ["p", "q"], [5.0, 1.0], verbose=1)
     callback.set_params({"epochs": 3})
     callback.on_epoch_end(1, {})
     assert re.fullmatch(r"Epoch 2/3 dev \(\d+\.\ds\) - dev_spearman_cosine: 1\.0000\n", capsys.readouterr().out)
-    quiet = ev.EvaluationCallback(lambda: {"a": 0.5, "b": 0.25}, prefix="val_")
+    quiet = evaluators.EvaluationCallback(lambda: {"a": 0.5, "b": 0.25}, prefix="val_")
     quiet.on_epoch_end(0, {})
     assert capsys.readouterr().out == ""
-    every = ev.EvaluationCallback(lambda: {"a": 0.5, "b": 0.25}, prefix="val_", verbose=1)
+    every = evaluators.EvaluationCallback(lambda: {"a": 0.5, "b": 0.25}, prefix="val_", verbose=1)
     every.on_epoch_end(0, {})  # no primary figure, no `epochs` known: all figures
     assert re.fullmatch(r"Epoch 1 val \(\d+\.\ds\) - val_a: 0\.5000 - val_b: 0\.2500\n", capsys.readouterr().out)

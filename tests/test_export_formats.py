@@ -13,7 +13,7 @@ from conftest import family_fixture
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
 from sbert_keras.cli.parser import main
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 
 TEXTS = ["a man is playing guitar", "the dog runs in the park"]
 
@@ -59,10 +59,10 @@ def test_export_of_a_keras_file_and_of_a_training_run(capsys, tmp_path):
     run_folder = tmp_path / "run"
     run_folder.mkdir()
     encoder.save(run_folder / "encoder.keras")
-    outputs.write_json(
+    atomic_io.write_json(
         run_folder / "metrics.json", {"objective": "contrastive", "model": "roberta_base_en", "epochs": 1}
     )
-    outputs.write_json(run_folder / outputs.MARKER, {"command": "train"})
+    atomic_io.write_json(run_folder / atomic_io.MARKER, {"command": "train"})
     code, _ = run(
         capsys, "export", "--model", run_folder, "--output", tmp_path / "b", "--format", "sentence-transformers"
     )

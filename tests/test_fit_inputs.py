@@ -8,8 +8,9 @@ import tensorflow as tf
 
 import sbert_keras as sk
 from conftest import tiny_encoder
-from sbert_keras.data import examples as data
+from sbert_keras.data import examples
 from sbert_keras.training import fit_inputs
+from sbert_keras.training.fit_checks import LabelRangeError
 from sbert_keras.training.objectives import objective_inputs
 from sbert_keras.training.pipelines import siamese_dataset
 
@@ -70,26 +71,26 @@ def test_good_labels_pass():
 
 
 @pytest.mark.parametrize(
-    "examples, error, named",
+    "records, error, named",
     [
-        (data.SentencePairs(A, B, np.stack([Y, Y], 1)), ValueError, r"`train.labels` must have shape \(n,\)"),
-        (data.SentencePairs(A, B, [str(v) for v in Y]), TypeError, "`train.labels` must hold numbers"),
-        (data.SentencePairs(A, B, None), TypeError, "`train.labels` is None"),
-        (data.SentencePairs(A, B, Y[:5]), ValueError, "`train.labels` has 5 entries and `train.sentence_a` 8"),
-        (data.SentencePairs(A, B[:5], Y), ValueError, "`train.sentence_b` has 5 entries"),
-        (data.SentencePairs("a text", B, Y), TypeError, "`train.sentence_a` must be a list of texts"),
-        (data.SentencePairs(A[:-1] + [None], B, Y), ValueError, r"`train.sentence_a\[7\]` is None"),
+        (examples.SentencePairs(A, B, np.stack([Y, Y], 1)), ValueError, r"`train.labels` must have shape \(n,\)"),
+        (examples.SentencePairs(A, B, [str(v) for v in Y]), TypeError, "`train.labels` must hold numbers"),
+        (examples.SentencePairs(A, B, None), TypeError, "`train.labels` is None"),
+        (examples.SentencePairs(A, B, Y[:5]), ValueError, "`train.labels` has 5 entries and `train.sentence_a` 8"),
+        (examples.SentencePairs(A, B[:5], Y), ValueError, "`train.sentence_b` has 5 entries"),
+        (examples.SentencePairs("a text", B, Y), TypeError, "`train.sentence_a` must be a list of texts"),
+        (examples.SentencePairs(A[:-1] + [None], B, Y), ValueError, r"`train.sentence_a\[7\]` is None"),
     ],
 )
-def test_train_objective_data_are_checked_naming_the_field(examples, error, named):
+def test_train_objective_data_are_checked_naming_the_field(records, error, named):
     with pytest.raises(error, match=named) as info:
-        objective_inputs("regression", examples)
+        objective_inputs("regression", records)
     one_line(info)
 
 
 def test_triplets_with_a_short_negative_column_are_named():
     with pytest.raises(ValueError, match="`train.negative` has 3 entries and `train.anchor` 8"):
-        objective_inputs("triplet", data.Triplets(A, B, A[:3]))
+        objective_inputs("triplet", examples.Triplets(A, B, A[:3]))
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +109,8 @@ def regression():
         ({"x": (A,)}, ValueError, "`x` has 1 text column"),
         ({"x": (A[:-1] + [None], B)}, ValueError, r"`x\[0\] \(sentence_a\)\[7\]` is None"),
         # Raw 0-5 STS scores, or NaN, as validation labels: val_loss would mean nothing.
-        ({"validation_data": ((A, B), Y * 5)}, sk.LabelRangeError, r"`validation_data\[1\]`.*cosine targets.*1.42857"),
-        ({"validation_data": ((A, B), np.full(8, np.nan, "float32"))}, sk.LabelRangeError, "label nan"),
+        ({"validation_data": ((A, B), Y * 5)}, LabelRangeError, r"`validation_data\[1\]`.*cosine targets.*1.42857"),
+        ({"validation_data": ((A, B), np.full(8, np.nan, "float32"))}, LabelRangeError, "label nan"),
         ({"validation_data": ((A, B[:3]), Y)}, ValueError, r"`validation_data\[0\]\[1\] \(sentence_b\)` has 3"),
     ],
 )

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras.data import readers as data
-from sbert_keras.training import hard_negatives as hn
+from sbert_keras.data import examples
+from sbert_keras.data import readers
+from sbert_keras.training import hard_negatives
 
 
 class FakeEncoder:
@@ -29,7 +30,7 @@ CORPUS = ["n5@5", "n20@20", "n30@30", "n60@60", "far@180"]
 def mine(**kwargs):
     kwargs.setdefault("corpus", CORPUS)
     kwargs.setdefault("num_negatives", 2)
-    return hn.mine_hard_negatives(FakeEncoder(), ANCHORS, POSITIVES, **kwargs)
+    return hard_negatives.mine_hard_negatives(FakeEncoder(), ANCHORS, POSITIVES, **kwargs)
 
 
 def negatives_of(mined, anchor):
@@ -79,7 +80,9 @@ def test_qb_and_min_score_and_short_anchors():
 def test_every_positive_of_an_anchor_is_excluded_and_gets_triplets():
     anchors = ["qa@0", "qa@0", "qa@0"]
     positives = ["pa@10", "n5@5", "pa@10"]  # the repeated pair counts once
-    mined = hn.mine_hard_negatives(FakeEncoder(), anchors, positives, corpus=CORPUS, num_negatives=2, margin=0.0)
+    mined = hard_negatives.mine_hard_negatives(
+        FakeEncoder(), anchors, positives, corpus=CORPUS, num_negatives=2, margin=0.0
+    )
     t = mined.triplets
     # The margin is against the lowest positive score (pa, cos 10).
     assert list(zip(t.positive, t.negative)) == [
@@ -93,14 +96,16 @@ def test_every_positive_of_an_anchor_is_excluded_and_gets_triplets():
 def test_duplicate_texts_and_the_anchor_text_are_never_negatives():
     corpus = ["qa@0", "pa@10", "n20@20", "n20@20", "n30@30"]
     encoder = FakeEncoder()
-    mined = hn.mine_hard_negatives(encoder, ["qa@0"], ["pa@10"], corpus=corpus, num_negatives=3, range_max=5)
+    mined = hard_negatives.mine_hard_negatives(
+        encoder, ["qa@0"], ["pa@10"], corpus=corpus, num_negatives=3, range_max=5
+    )
     assert mined.triplets.negative == ["n20@20", "n30@30"]  # qa and pa skipped, n20 once
     assert mined.num_short == 1
     assert encoder.calls[1] == ["pa@10", "qa@0", "n20@20", "n30@30"]  # the corpus, de-duplicated
 
 
 def test_default_corpus_is_the_positives():
-    mined = hn.mine_hard_negatives(FakeEncoder(), ANCHORS, POSITIVES, num_negatives=1)
+    mined = hard_negatives.mine_hard_negatives(FakeEncoder(), ANCHORS, POSITIVES, num_negatives=1)
     assert mined.triplets.negative == ["pb@100", "pa@10"]
 
 
@@ -135,7 +140,7 @@ def test_random_sampling_is_seeded_and_stays_in_the_window():
 def test_bad_input_is_named(kwargs, error, match):
     args = {"anchors": ANCHORS, "positives": POSITIVES, "corpus": CORPUS, **kwargs}
     with pytest.raises(error, match=match):
-        hn.mine_hard_negatives(FakeEncoder(), args.pop("anchors"), args.pop("positives"), **args)
+        hard_negatives.mine_hard_negatives(FakeEncoder(), args.pop("anchors"), args.pop("positives"), **args)
 
 
 def test_progress_bar(capsys):
@@ -146,18 +151,18 @@ def test_progress_bar(capsys):
 
 
 def test_csv_round_trips_through_the_triplet_reader(tmp_path):
-    triplets = data.Triplets(['a "quoted", text', "line\nbreak"], ["p1", "p2,"], ["n1", 'n"2'])
-    path = hn.write_triplets_csv(tmp_path / "out" / "triplets.csv", triplets)
+    triplets = examples.Triplets(['a "quoted", text', "line\nbreak"], ["p1", "p2,"], ["n1", 'n"2'])
+    path = hard_negatives.write_triplets_csv(tmp_path / "out" / "triplets.csv", triplets)
     assert path == os.path.abspath(tmp_path / "out" / "triplets.csv")
-    read = data.read_triplets_csv(path)
+    read = readers.read_triplets_csv(path)
     assert read.as_tuple() == triplets.as_tuple()
     assert os.listdir(tmp_path / "out") == ["triplets.csv"]  # no temporary file left
     with pytest.raises(ValueError, match="already exists"):
-        hn.write_triplets_csv(path, triplets)
-    hn.write_triplets_csv(path, data.Triplets(["x"], ["y"], ["z"]), overwrite=True)
-    assert data.read_triplets_csv(path).anchor == ["x"]
+        hard_negatives.write_triplets_csv(path, triplets)
+    hard_negatives.write_triplets_csv(path, examples.Triplets(["x"], ["y"], ["z"]), overwrite=True)
+    assert readers.read_triplets_csv(path).anchor == ["x"]
     with pytest.raises(ValueError, match="no negatives"):
-        hn.write_triplets_csv(tmp_path / "pairs.csv", data.Triplets(["x"], ["y"]))
+        hard_negatives.write_triplets_csv(tmp_path / "pairs.csv", examples.Triplets(["x"], ["y"]))
 
 
 AWKWARD_TEXTS = ["bare\rreturn", "crlf\r\nend", "line\nbreak", "tab\there", 'a "quote"', "comma, here", " padded ",
@@ -166,9 +171,9 @@ AWKWARD_TEXTS = ["bare\rreturn", "crlf\r\nend", "line\nbreak", "tab\there", 'a "
 
 def test_every_text_round_trips_through_the_triplet_writer_and_reader(tmp_path):
     n = len(AWKWARD_TEXTS)
-    triplets = data.Triplets(AWKWARD_TEXTS, AWKWARD_TEXTS[::-1], [AWKWARD_TEXTS[(i + 5) % n] for i in range(n)])
-    path = hn.write_triplets_csv(tmp_path / "t.csv", triplets)
-    assert data.read_triplets_csv(path).as_tuple() == triplets.as_tuple()
+    triplets = examples.Triplets(AWKWARD_TEXTS, AWKWARD_TEXTS[::-1], [AWKWARD_TEXTS[(i + 5) % n] for i in range(n)])
+    path = hard_negatives.write_triplets_csv(tmp_path / "t.csv", triplets)
+    assert readers.read_triplets_csv(path).as_tuple() == triplets.as_tuple()
 
 
 @pytest.mark.parametrize(
@@ -182,20 +187,20 @@ def test_every_text_round_trips_through_the_triplet_writer_and_reader(tmp_path):
 )
 def test_a_text_the_reader_would_refuse_is_refused_before_writing(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
-        hn.write_triplets_csv(tmp_path / "t.csv", data.Triplets(["a", "b"], ["p", text], ["n", "m"]))
+        hard_negatives.write_triplets_csv(tmp_path / "t.csv", examples.Triplets(["a", "b"], ["p", text], ["n", "m"]))
     assert not (tmp_path / "t.csv").exists()
 
 
 def test_a_failed_write_keeps_the_previous_file(tmp_path):
-    path = hn.write_triplets_csv(tmp_path / "t.csv", data.Triplets(["x"], ["y"], ["z"]))
+    path = hard_negatives.write_triplets_csv(tmp_path / "t.csv", examples.Triplets(["x"], ["y"], ["z"]))
 
     def failing():
         yield "a"
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
-        hn.write_triplets_csv(path, data.Triplets(failing(), ["b", "c"], ["d", "e"]), overwrite=True)
-    assert data.read_triplets_csv(path).anchor == ["x"]
+        hard_negatives.write_triplets_csv(path, examples.Triplets(failing(), ["b", "c"], ["d", "e"]), overwrite=True)
+    assert readers.read_triplets_csv(path).anchor == ["x"]
     assert os.listdir(tmp_path) == ["t.csv"]
 
 
@@ -203,10 +208,12 @@ def test_tiny_encoder_end_to_end(tmp_path):
     anchors = ["a man is playing guitar", "a dog runs in the park", "the cat sleeps on the sofa"]
     positives = ["a man plays guitar", "the dog runs", "a cat sleeps"]
     corpus = ["a red car is fast", "a woman eats food", "the sky is blue", "a blue ball", "a man plays guitar"]
-    mined = hn.mine_hard_negatives(tiny_encoder(), anchors, positives, corpus=corpus, num_negatives=2, margin=0.0)
+    mined = hard_negatives.mine_hard_negatives(
+        tiny_encoder(), anchors, positives, corpus=corpus, num_negatives=2, margin=0.0
+    )
     assert len(mined) >= 2 and np.all(mined.negative_scores <= mined.positive_scores + 1e-6)
-    path = hn.write_triplets_csv(tmp_path / "mined.csv", mined)
-    read = data.read_triplets_csv(path)
+    path = hard_negatives.write_triplets_csv(tmp_path / "mined.csv", mined)
+    read = readers.read_triplets_csv(path)
     assert read.as_tuple() == mined.triplets.as_tuple()
     assert all(n not in (a, p) for a, p, n in zip(*read.as_tuple()))
 
@@ -214,17 +221,17 @@ def test_tiny_encoder_end_to_end(tmp_path):
 def test_read_pairs_csv(tmp_path):
     path = tmp_path / "pairs.csv"
     path.write_text('Query,Positive,extra\n"a, dog",the dog,x\n\nq2,p2,y\n')
-    pairs = hn.read_pairs_csv(path)
+    pairs = hard_negatives.read_pairs_csv(path)
     assert pairs.as_tuple() == (["a, dog", "q2"], ["the dog", "p2"])
     # A triplet file is read as its (anchor, positive) pairs.
-    triplets = hn.write_triplets_csv(tmp_path / "t.csv", data.Triplets(["a"], ["p"], ["n"]))
-    assert hn.read_pairs_csv(triplets).as_tuple() == (["a"], ["p"])
+    triplets = hard_negatives.write_triplets_csv(tmp_path / "t.csv", examples.Triplets(["a"], ["p"], ["n"]))
+    assert hard_negatives.read_pairs_csv(triplets).as_tuple() == (["a"], ["p"])
     path.write_text("text,label\nx,1\n")
-    with pytest.raises(data.DataFormatError, match="pairs.csv, line 1: header"):
-        hn.read_pairs_csv(path)
+    with pytest.raises(examples.DataFormatError, match="pairs.csv, line 1: header"):
+        hard_negatives.read_pairs_csv(path)
     path.write_text("anchor,positive\nx,y\nz,\n")
-    with pytest.raises(data.DataFormatError, match="pairs.csv, line 3: empty positive field"):
-        hn.read_pairs_csv(path)
+    with pytest.raises(examples.DataFormatError, match="pairs.csv, line 3: empty positive field"):
+        hard_negatives.read_pairs_csv(path)
     path.write_text("anchor,positive\nx,y\n\nz\n")
-    with pytest.raises(data.DataFormatError, match="pairs.csv, line 4: expected at least 2 fields, found 1"):
-        hn.read_pairs_csv(path)
+    with pytest.raises(examples.DataFormatError, match="pairs.csv, line 4: expected at least 2 fields, found 1"):
+        hard_negatives.read_pairs_csv(path)

@@ -68,8 +68,6 @@ class Import:
         target: str. The imported module, after resolution
             (`from sbert_keras.model import pooling` -> `sbert_keras.model.pooling`).
         in_function: bool. Whether the import sits in a function body.
-        old_path: str or None. The module path of an earlier release it
-            was written with (`sbert_keras.inference`), if any.
     """
 
     path: pathlib.Path
@@ -77,7 +75,6 @@ class Import:
     source: str
     target: str
     in_function: bool
-    old_path: str = None
 
     def where(self, package_dir):
         return f"{self.path.relative_to(package_dir.parent).as_posix()}:{self.line}"
@@ -94,17 +91,6 @@ def module_name(path, package_dir):
 def package_modules(package_dir):
     """`{module name: path}` of every `.py` file under `package_dir`."""
     return {module_name(p, package_dir): p for p in sorted(package_dir.rglob("*.py"))}
-
-
-def moved_paths(package_dir):
-    """The old module paths of `utils/module_paths.py`'s `MOVED`, read from its source (`{}` if none)."""
-    path = package_dir / "utils" / "module_paths.py"
-    if not path.exists():
-        return {}
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MOVED" for t in node.targets):
-            return ast.literal_eval(node.value)
-    return {}
 
 
 def group_of(module, package):
@@ -181,29 +167,26 @@ def scan(package_dir):
     """Every import of a module of the package found under `package_dir`, as `Import`s.
 
     `from pkg import name` is an import of the submodule `pkg.name` when
-    that module exists (or is an old path), else of `pkg`. An old path
-    (`sbert_keras.inference`) counts as the module that now holds it.
+    that module exists, else of `pkg`.
 
     Args:
         package_dir: pathlib.Path. The package folder (`sbert_keras/`).
     """
     package = package_dir.name
     modules = package_modules(package_dir)
-    moved = {f"{package}.{old}": f"{package}.{new}" for old, new in moved_paths(package_dir).items()}
     imports = []
     for source, path in modules.items():
         scanner = _Scanner(source, modules)
         scanner.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
         for line, written, in_function, *base in scanner.found:
-            if base and written not in modules and written not in moved:
+            if base and written not in modules:
                 written = base[0]
             if written != package and not written.startswith(package + "."):
                 continue
-            old = next((o for o in moved if written == o or written.startswith(o + ".")), None)
-            target = moved[old] + written[len(old) :] if old else written
+            target = written
             while target not in modules and "." in target:  # no such module: its closest existing parent
                 target = target.rpartition(".")[0]
-            imports.append(Import(path, line, source, target, in_function, old))
+            imports.append(Import(path, line, source, target, in_function))
     return imports
 
 
@@ -239,17 +222,6 @@ def function_level_imports(package_dir):
             f"{imp.where(package_dir)} imports {imp.target} inside a function"
             for imp in scan(package_dir)
             if imp.in_function and imp.source != package
-        }
-    )
-
-
-def old_path_imports(package_dir):
-    """`file:line imports <old path>` for each import written with a module path of an earlier release."""
-    return sorted(
-        {
-            f"{imp.where(package_dir)} imports {imp.old_path} (now {imp.target})"
-            for imp in scan(package_dir)
-            if imp.old_path
         }
     )
 
@@ -350,9 +322,27 @@ def test_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-def test_the_package_uses_the_new_module_paths():
-    found = old_path_imports(PACKAGE)
-    assert not found, "old module paths are for users, not for the package:\n" + "\n".join(found)
+def keras_object_modules(package_dir):
+    """`(modules that call register_keras_serializable, the root's _KERAS_OBJECT_MODULES)`, relative to the package."""
+    calling = set()
+    for module, path in package_modules(package_dir).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = node.func if isinstance(node, ast.Call) else None
+            if getattr(func, "attr", getattr(func, "id", None)) == "register_keras_serializable":
+                calling.add(module.partition(".")[2])
+    listed = ()
+    for node in ast.parse((package_dir / "__init__.py").read_text(encoding="utf-8")).body:
+        names = [getattr(target, "id", None) for target in getattr(node, "targets", ())]
+        if "_KERAS_OBJECT_MODULES" in names:
+            listed = ast.literal_eval(node.value)
+    return calling, set(listed)
+
+
+def test_every_module_with_keras_objects_is_imported_by_the_root():
+    # Registration must not depend on which names are public: the root imports each of these.
+    calling, listed = keras_object_modules(PACKAGE)
+    assert len(calling) > 10
+    assert calling == listed, f"_KERAS_OBJECT_MODULES: add {sorted(calling - listed)}, drop {sorted(listed - calling)}"
 
 
 def test_every_subpackage_says_what_it_owns():
@@ -377,7 +367,6 @@ LAYERED = {
     "__init__.py": '"""Root."""\nfrom sbert_keras.cli import main\n',
     "utils/__init__.py": '"""Plain helpers: defaults and checks, nothing else."""\n',
     "utils/defaults.py": "X = 1\n",
-    "utils/module_paths.py": 'MOVED = {"inference": "runtime.engine"}\n',
     "model/__init__.py": '"""Layers of the encoder: pooling and more."""\n',
     "model/pooling.py": "from sbert_keras.utils import defaults\n",
     "data/__init__.py": '"""Readers of the files: readers and more."""\n',
@@ -396,7 +385,6 @@ def test_the_checker_passes_a_layered_package(tmp_path):
     assert layer_violations(package) == []
     assert function_level_imports(package) == []
     assert import_cycles(import_graph(package)) == []
-    assert old_path_imports(package) == []
     assert import_graph(package)["sbert_keras.encoder"] == {
         "sbert_keras.runtime.engine",
         "sbert_keras.runtime",
@@ -475,21 +463,6 @@ def test_the_checker_finds_a_cycle_through_a_package_init(tmp_path):
     assert import_cycles(import_graph(package)) == [
         "sbert_keras.data -> sbert_keras.model -> sbert_keras.model.pooling -> sbert_keras.data",
         "sbert_keras.data -> sbert_keras.model.pooling -> sbert_keras.data",
-    ]
-
-
-def test_the_checker_resolves_old_paths(tmp_path):
-    files = dict(LAYERED)
-    files["cli/main.py"] = "from sbert_keras import inference\nfrom sbert_keras.inference import Engine\n"
-    files["model/pooling.py"] = "import sbert_keras.inference\n"
-    package = write_package(tmp_path, files)
-    assert old_path_imports(package) == [
-        "sbert_keras/cli/main.py:1 imports sbert_keras.inference (now sbert_keras.runtime.engine)",
-        "sbert_keras/cli/main.py:2 imports sbert_keras.inference (now sbert_keras.runtime.engine)",
-        "sbert_keras/model/pooling.py:1 imports sbert_keras.inference (now sbert_keras.runtime.engine)",
-    ]
-    assert layer_violations(package) == [
-        "sbert_keras/model/pooling.py:1 imports sbert_keras.runtime.engine (layer model -> layer runtime: upward)"
     ]
 
 

@@ -16,11 +16,12 @@ from harness import run_cli_on_small_disk  # noqa: E402
 from harness import small_disk_available  # noqa: E402
 from sbert_keras.cli import index_commands  # noqa: E402
 from sbert_keras.data import embedding_shards  # noqa: E402
-from sbert_keras.retrieval import index as index_lib  # noqa: E402
 from sbert_keras.retrieval import index_files  # noqa: E402
+from sbert_keras.retrieval.index import DEFAULTS  # noqa: E402
 from sbert_keras.retrieval.index import EmbeddingIndex  # noqa: E402
+from sbert_keras.retrieval.index import read_parquet_embeddings  # noqa: E402
 from sbert_keras.retrieval.semantic_search import semantic_search  # noqa: E402
-from sbert_keras.utils import atomic_io as outputs  # noqa: E402
+from sbert_keras.utils import atomic_io  # noqa: E402
 from sbert_keras.utils import disk_space  # noqa: E402
 from sbert_keras.utils.checksums import file_sha256  # noqa: E402
 
@@ -89,7 +90,7 @@ def test_cosine_normalises_inside(corpus, queries):
 
 def test_string_ids_preserved_and_save_load_round_trip(tmp_path, corpus, queries):
     ids = [f"doc-{i}/é" for i in range(len(corpus))]
-    for kind in index_lib.KINDS:
+    for kind in index_files.KINDS:
         index = EmbeddingIndex.build(corpus, ids=ids, kind=kind)
         found, scores = index.search(queries, 7)
         rows, _ = index.search_rows(queries, 7)
@@ -128,7 +129,7 @@ def test_quantized_recall_and_rescoring_improves_it(kind, minimum, gain):
 
 
 def test_top_k_larger_than_corpus_returns_all(corpus):
-    for kind in index_lib.KINDS:
+    for kind in index_files.KINDS:
         ids, scores = EmbeddingIndex.build(corpus[:60], kind=kind).search(corpus[:2], 100)
         assert ids.shape == scores.shape == (2, 60)
         assert sorted(ids[0].tolist()) == sorted(str(i) for i in range(60))
@@ -172,7 +173,7 @@ def test_absent_incomplete_or_corrupt_index_dir(tmp_path, corpus):
         EmbeddingIndex.load(path)
     config = json.loads(open(os.path.join(path, "config.json")).read())  # a checksum that agrees
     config["sha256"]["vectors.npy"] = file_sha256(os.path.join(path, "vectors.npy"))
-    outputs.write_json(os.path.join(path, "config.json"), config)
+    atomic_io.write_json(os.path.join(path, "config.json"), config)
     with pytest.raises(ValueError, match="inconsistent"):
         EmbeddingIndex.load(path)
 
@@ -189,7 +190,7 @@ def test_index_file_overwritten_after_saving_is_refused_naming_it(tmp_path, corp
         EmbeddingIndex.load(path)
     config = json.loads(open(os.path.join(path, "config.json")).read())
     del config["sha256"]
-    outputs.write_json(os.path.join(path, "config.json"), config)
+    atomic_io.write_json(os.path.join(path, "config.json"), config)
     with pytest.raises(ValueError, match="records no sha256 of index.faiss, ids.npy"):
         EmbeddingIndex.load(path)
 
@@ -198,7 +199,7 @@ def test_scores_outside_the_cosine_range_are_refused(tmp_path, corpus, queries):
     # An index whose rows are not unit vectors (damaged before its checksum was taken).
     raw = faiss.IndexFlatIP(DIM)
     raw.add(corpus[:100] * 1e6)
-    params = {**index_lib.DEFAULTS, "dim": DIM, "rescore_multiplier": 4, "nlist": 1}
+    params = {**DEFAULTS, "dim": DIM, "rescore_multiplier": 4, "nlist": 1}
     broken = EmbeddingIndex(raw, np.arange(100).astype(str), "flat", params)
     with pytest.raises(ValueError, match="outside the cosine range"):
         broken.search(queries, 5)
@@ -206,7 +207,7 @@ def test_scores_outside_the_cosine_range_are_refused(tmp_path, corpus, queries):
     with pytest.raises(ValueError, match=f"index path {path}: the index returned the score .* outside the cosine"):
         EmbeddingIndex.load(path)
     # A sound index: every score of every kind is a cosine.
-    for kind in index_lib.KINDS:
+    for kind in index_files.KINDS:
         _, scores = EmbeddingIndex.build(corpus, kind=kind).search(queries, 10)
         assert np.all(np.abs(scores) <= 1 + 1e-5)
 
@@ -237,7 +238,7 @@ def write_shards(folder, ids, embeddings, shards=2):
         pq.write_table(pa.table({"id": [ids[i] for i in part], "embedding": column}), folder / name)
     marker = {"complete": True, "dim": DIM, "texts": len(ids), "shards": names}
     marker["sha256"] = embedding_shards.shard_checksums(str(folder), names)
-    outputs.write_json(str(folder / outputs.MARKER), marker)
+    atomic_io.write_json(str(folder / atomic_io.MARKER), marker)
 
 
 def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
@@ -252,8 +253,8 @@ def test_from_parquet_shards_and_cli_build(tmp_path, corpus):
     assert summary["count"] == 300 and summary["dim"] == DIM and summary["kind"] == "hnsw"
     assert EmbeddingIndex.load(str(tmp_path / "out")).search(corpus[42], 1)[0].tolist() == [["line-42"]]
     (tmp_path / "unfinished").mkdir()
-    with pytest.raises(outputs.IncompleteOutputError, match="incomplete run"):
-        index_lib.read_parquet_embeddings(str(tmp_path / "unfinished"))
+    with pytest.raises(atomic_io.IncompleteOutputError, match="incomplete run"):
+        read_parquet_embeddings(str(tmp_path / "unfinished"))
     np.save(tmp_path / "emb.npy", corpus[:50])  # `sbert-keras encode` output: row r is line r + 1 of its input
     args = parser.parse_args(["build", "--embeddings", str(tmp_path / "emb.npy"), "--output", str(tmp_path / "o2")])
     assert index_commands.run_build(args)["count"] == 50
@@ -310,7 +311,7 @@ def test_missing_or_short_shard_is_an_error_naming_it_and_the_row_counts(tmp_pat
     pq.write_table(kept, tmp_path / "emb" / "part-00002-of-00003.parquet")
     with pytest.raises(ValueError, match=r"part-00002-of-00003\.parquet are not listed in complete\.json"):
         EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
-    outputs.write_json(str(tmp_path / "emb" / "complete.json"), {"complete": True, "dim": DIM})
+    atomic_io.write_json(str(tmp_path / "emb" / "complete.json"), {"complete": True, "dim": DIM})
     with pytest.raises(ValueError, match="records no shard list, row count"):
         EmbeddingIndex.from_parquet(str(tmp_path / "emb"), kind="flat")
 

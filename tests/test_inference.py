@@ -15,9 +15,9 @@ from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
 from sbert_keras import SentenceEncoderPreprocessor
 from sbert_keras.compat import keras_hub as keras_hub_reads
-from sbert_keras.runtime import engine as inference
-from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import fused_support
+from sbert_keras.runtime import route_choice
 from sbert_keras.runtime.routes.fused import FusedRoute
 from sbert_keras.utils import hardware
 from sbert_keras.utils.hardware import Host
@@ -110,25 +110,25 @@ def test_bfloat16_path_is_close_to_float32():
 
 def test_a_wrong_fused_graph_warns_and_falls_back(monkeypatch):
     encoder = tiny_encoder(normalize=True)
-    original = fused.dense
-    monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 1.01)
+    original = fused_graph.dense
+    monkeypatch.setattr(fused_graph, "dense", lambda *args: original(*args) * 1.01)
     with pytest.warns(UserWarning, match=r"float32 diverges.*max \|diff\|"):
         out = encoder.encode(TEXTS, compute="float32")
     np.testing.assert_allclose(out, keras_graph(encoder, TEXTS), atol=1e-6)
-    monkeypatch.setattr(fused, "dense", lambda *args: original(*args) * 50.0)
+    monkeypatch.setattr(fused_graph, "dense", lambda *args: original(*args) * 50.0)
     with pytest.warns(UserWarning, match=r"bfloat16 diverges.*min cosine"):
         low = encoder.encode(TEXTS, compute="bfloat16")
     assert min_cosine(low, keras_graph(encoder, TEXTS)) > 0.99
 
 
 def test_auto_precision_follows_the_host(on_host):
-    assert inference.resolve_compute("auto", Host({"avx2", "fma"})) == "float32"
+    assert route_choice.resolve_compute("auto", Host({"avx2", "fma"})) == "float32"
     encoder = tiny_encoder()
     on_host(encoder, cpu_flags={"avx2", "fma"})
     np.testing.assert_allclose(encoder.encode(TEXTS), encoder.encode(TEXTS, compute="float32"), atol=0)
-    assert inference.resolve_compute(None, Host({"avx512_bf16"})) == "bfloat16"
-    assert inference.resolve_compute("auto", Host({"amx_bf16"})) == "bfloat16"
-    assert inference.resolve_compute("auto", Host({"amx_bf16"}, gpu=True)) == "float16"
+    assert route_choice.resolve_compute(None, Host({"avx512_bf16"})) == "bfloat16"
+    assert route_choice.resolve_compute("auto", Host({"amx_bf16"})) == "bfloat16"
+    assert route_choice.resolve_compute("auto", Host({"amx_bf16"}, gpu=True)) == "float16"
 
 
 def test_the_module_functions_answer_for_the_current_host(monkeypatch):

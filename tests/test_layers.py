@@ -5,7 +5,7 @@ import pytest
 from harness import run_model_saving_test
 from harness import run_precision_test
 from harness import run_serialization_test
-from sbert_keras import MaskedPooling
+from sbert_keras.model.pooling import MaskedPooling
 
 
 def test_mean_pooling_ignores_padding():

@@ -17,10 +17,10 @@ from sbert_keras import ContrastiveSiamese
 from sbert_keras import CoSENTLoss
 from sbert_keras import InBatchNegativesLoss
 from sbert_keras import MatryoshkaLoss
-from sbert_keras import MatryoshkaPrefixes
 from sbert_keras import MSEDistillationLoss
 from sbert_keras import RegressionSiamese
 from sbert_keras import TripletSiamese
+from sbert_keras.losses.matryoshka import MatryoshkaPrefixes
 
 A = np.array(["a man is playing guitar", "a dog runs", "the cat sleeps", "a red car"])
 B = np.array(["a man plays piano", "a dog runs fast", "a car is fast", "a blue car"])

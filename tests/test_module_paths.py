@@ -1,23 +1,21 @@
-"""Nothing breaks for users: old module paths, old public names, the console script, registered names.
+"""Nothing breaks for users: public names, registered names, the console script; one set of module paths.
 
 Before the package was grouped into subpackages, every module sat directly
-under `sbert_keras`. The lists below are those of that layout, written
-down once so that a later change cannot move them along with the code:
+under `sbert_keras`. Those module paths are not importable any more, but
+what users and saved files rely on is written down here once, so that a
+later change cannot move it along with the code:
 
-- every old module path imports the very module object that now holds its
-  code (`sbert_keras.utils.module_paths.MOVED`), through `import` and
-  `from sbert_keras import <old>` alike, as sentence-transformers checked
-  when `util.py` became `util/`;
-- the six old modules that became subpackages keep their public names;
-- every name of `sbert_keras.__all__` resolves, and none of the old ones
-  is gone;
+- `sbert_keras.__all__` is what a user calls, and every name resolves;
+  the building blocks that left it are imported from their module;
 - `sbert-keras --help` runs;
 - every Keras object keeps its registered name, so saved files still load
-  (`tests/test_saved_models.py` loads the files themselves).
+  (`tests/test_saved_models.py` loads files written under the old module
+  paths, after a plain `import sbert_keras`).
 """
 
 import importlib
 import inspect
+import json
 import os
 import pathlib
 import subprocess
@@ -28,65 +26,38 @@ import pytest
 
 import sbert_keras
 from harness import cli_env
-from sbert_keras.utils.module_paths import MOVED
 
-# Every module of the flat layout, `__init__`, `encoder` and `encoding` aside (those did not move).
-OLD_MODULES = (
-    "backbone backup batching beam cached_siamese checkpoints checks cli cli_commands cli_train clustering "
-    "cold_start console corpus_input data defaults demo disk_space distributed embedding_models "
-    "embedding_shards evaluation examples export fit_checks fused hard_negatives hf_tokenizer index "
-    "index_files inference int8 int8_quantize keras_files kerashub_adapter layers losses losses_modern "
-    "matryoshka model_config model_files objectives onednn output_lock outputs pair_evaluation pipelines "
-    "precision preprocessor prompts records replicas retrieval_evaluation schedules scores search siamese "
-    "siamese_preprocessor similarity small_query st_modules training weight_writes xnnpack"
-).split()
-
-# The old modules that are subpackages now, with their public names then: the names each
-# defined, and the ones it re-exported as "public here too".
-OLD_PUBLIC_NAMES = {
-    "data": (
-        "LABELLED_PAIR_HEADERS LABELLED_SENTENCE_HEADERS TRIPLET_HEADERS iter_csv_columns iter_text_lines "
-        "load_tfds_stsb logger read_labelled_pairs_csv read_labelled_sentences_csv read_nli read_sentences "
-        "read_sts read_triplets_csv STS_MAPPINGS STS_SCORE_MAX nli_to_pairs nli_to_triplets scale_sts_score "
-        "unique_sentences unscale_sts_score"
-    ),
-    "losses": (
-        "ImpliedTargetLoss InBatchNegativesLoss TripletLoss in_batch_negatives_loss triplet_loss triplet_settings"
-    ),
-    "training": (
-        "SET_VALUED_KEYS canonical_config check_hyperparameters check_positive_int data_hash dev_callback "
-        "run_fingerprint seed_everything train_objective DEFAULT_SAVE_STEPS MODEL_CLASSES set_precision "
-        "WarmupLinearDecay"
-    ),
-    "evaluation": (
-        "EvaluationCallback PRIMARY_METRIC nli_confusion_matrix nli_evaluation sts_evaluation "
-        "transfer_evaluation triplet_evaluation"
-    ),
-    "checkpoints": (
-        "BERT_TYPES PresetUnavailableError ROBERTA_POSITION_OFFSET ROBERTA_TYPES SENTENCEPIECE_TYPES "
-        "is_transformers_folder load_keras_hub_preset load_preset load_safetensors load_transformers_folder "
-        "port_weights LowercasingBertTokenizer CorruptModelError load_keras_file read_sentence_transformers_settings"
-    ),
-    "cli": (
-        "EMBED_CORPUS_HELP EXPECTED_ERRORS MINING_FLAGS add_prompt_flags build_parser dimensions "
-        "embed_corpus_args error_message main non_negative_float non_negative_int positive_int "
-        "training_precision"
-    ),
-}
-
-OLD_ALL = (
-    "AnglELoss BatchHardTripletLoss BatchHardTripletModel BertLayoutBackbone CachedContrastiveSiamese "
-    "ClassificationSiamese CoSENTLoss ContrastiveSiamese CorruptModelError CosineSimilarity DistillationModel "
-    "EmbeddingIndex EvaluationCallback InBatchNegativesLoss IncompleteOutputError LabelRangeError "
-    "MSEDistillationLoss MaskedPooling MatryoshkaLoss MatryoshkaPrefixes NonFiniteLossError "
-    "OnlineContrastiveLoss PairFeatures PresetUnavailableError RegressionSiamese SentenceEncoder "
-    "SentenceEncoderPreprocessor SiamesePreprocessor SimilarityMatrix SymmetricInBatchNegativesLoss "
-    "TripletDistances TripletLoss TripletSiamese WarmupLinearDecay binary_classification_evaluation cluster "
+# What a user calls: the names of `sbert_keras.__all__` (docs/architecture.md, "The top level").
+PUBLIC = (
+    "AnglELoss BatchHardTripletLoss BatchHardTripletModel CachedContrastiveSiamese ClassificationSiamese "
+    "CoSENTLoss ContrastiveSiamese CorruptModelError DistillationModel EmbeddingIndex EvaluationCallback "
+    "InBatchNegativesLoss MSEDistillationLoss MatryoshkaLoss NonFiniteLossError OnlineContrastiveLoss "
+    "PresetUnavailableError RegressionSiamese SentenceEncoder SentenceEncoderPreprocessor "
+    "SymmetricInBatchNegativesLoss TripletLoss TripletSiamese binary_classification_evaluation cluster "
     "community_detection export_saved_model information_retrieval_evaluation mine_hard_negatives "
-    "nli_evaluation paper_optimizer paraphrase_mining paraphrase_mining_evaluation paraphrase_mining_texts "
-    "read_beir semantic_search set_precision sts_evaluation train_objective transfer_evaluation "
-    "triplet_evaluation write_triplets_csv __version__"
+    "nli_evaluation paraphrase_mining paraphrase_mining_evaluation paraphrase_mining_texts quantize_embeddings "
+    "semantic_search set_compute similarity_matrix sts_evaluation train_objective transfer_evaluation "
+    "triplet_evaluation __version__"
 ).split()
+
+# The building blocks that were public names before, and the module each is imported from.
+OFF_THE_TOP_LEVEL = {
+    "BertLayoutBackbone": "model.backbone",
+    "MaskedPooling": "model.pooling",
+    "CosineSimilarity": "model.similarity",
+    "PairFeatures": "model.similarity",
+    "SimilarityMatrix": "model.similarity",
+    "TripletDistances": "model.similarity",
+    "set_precision": "model.precision",
+    "SiamesePreprocessor": "training.siamese_preprocessor",
+    "MatryoshkaPrefixes": "losses.matryoshka",
+    "WarmupLinearDecay": "training.schedules",
+    "paper_optimizer": "training.schedules",
+    "write_triplets_csv": "training.hard_negatives",
+    "read_beir": "evaluation.retrieval_evaluation",
+    "LabelRangeError": "training.fit_checks",
+    "IncompleteOutputError": "utils.atomic_io",
+}
 
 # Every `sbert_keras>` name of `keras.saving.get_custom_objects()` in the flat layout.
 OLD_REGISTERED = (
@@ -102,55 +73,14 @@ OLD_REGISTERED = (
 PUBLIC_CLASS_NAMES_ELSEWHERE = {"MSEDistillationLoss": "MeanSquaredError"}
 
 
-def test_moved_covers_every_old_module():
-    subpackages = set(OLD_PUBLIC_NAMES)
-    assert len(OLD_MODULES) == 64
-    assert not subpackages & set(MOVED), "an old module that is a subpackage now keeps its own path"
-    assert sorted(set(MOVED) | subpackages) == sorted(OLD_MODULES)
+@pytest.mark.parametrize("old", ["inference", "search", "losses_modern", "siamese", "examples"])
+def test_a_module_path_of_the_flat_layout_is_not_importable(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"sbert_keras.{old}")
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_module_path_is_the_new_module(old):
-    new = importlib.import_module(f"sbert_keras.{MOVED[old]}")
-    assert importlib.import_module(f"sbert_keras.{old}") is new
-    assert sys.modules[f"sbert_keras.{old}"] is new
-    namespace = {}
-    exec(f"from sbert_keras import {old} as module", namespace)  # the spelling of user code
-    assert namespace["module"] is new
-    assert new.__spec__.name == new.__name__ == f"sbert_keras.{MOVED[old]}"
-
-
-FRESH_PROCESS = """
-import importlib, sys
-from sbert_keras.utils.module_paths import MOVED
-assert "keras" not in sys.modules
-for old, new in sorted(MOVED.items()):
-    module = importlib.import_module("sbert_keras." + old)  # the old path first
-    assert module is importlib.import_module("sbert_keras." + new), old
-from sbert_keras.search import semantic_search
-from sbert_keras.retrieval.semantic_search import semantic_search as same
-assert semantic_search is same
-print("ok")
-"""
-
-
-def test_old_module_paths_work_first_in_a_fresh_process():
-    done = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True, env=cli_env(), timeout=300
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
-
-
-@pytest.mark.parametrize("subpackage", sorted(OLD_PUBLIC_NAMES))
-def test_an_old_module_that_became_a_subpackage_keeps_its_public_names(subpackage):
-    module = importlib.import_module(f"sbert_keras.{subpackage}")
-    assert module.__spec__.submodule_search_locations, "a subpackage now"
-    missing = [name for name in OLD_PUBLIC_NAMES[subpackage].split() if not hasattr(module, name)]
-    assert not missing, f"sbert_keras.{subpackage} no longer offers {missing}"
-
-
-def test_every_public_name_resolves_and_none_is_gone():
-    assert not set(OLD_ALL) - set(sbert_keras.__all__), "public names removed"
+def test_the_public_names_are_what_a_user_calls_and_all_resolve():
+    assert sorted(sbert_keras.__all__) == sorted(PUBLIC)
     unresolved = [name for name in sbert_keras.__all__ if getattr(sbert_keras, name, None) is None]
     assert not unresolved
     namespace = {}
@@ -158,16 +88,45 @@ def test_every_public_name_resolves_and_none_is_gone():
     assert set(sbert_keras.__all__) <= set(namespace)
 
 
+@pytest.mark.parametrize("name", sorted(OFF_THE_TOP_LEVEL))
+def test_a_building_block_is_imported_from_its_module(name):
+    assert not hasattr(sbert_keras, name)
+    assert getattr(importlib.import_module(f"sbert_keras.{OFF_THE_TOP_LEVEL[name]}"), name).__name__ == name
+
+
+def _keras_classes():
+    """`{name: class}` of every Keras layer, loss and schedule among the public names and the building blocks."""
+    values = {name: getattr(sbert_keras, name) for name in sbert_keras.__all__}
+    values |= {n: getattr(importlib.import_module(f"sbert_keras.{m}"), n) for n, m in OFF_THE_TOP_LEVEL.items()}
+    kinds = (keras.layers.Layer, keras.losses.Loss, keras.optimizers.schedules.LearningRateSchedule)
+    return {name: v for name, v in values.items() if inspect.isclass(v) and issubclass(v, kinds)}
+
+
 def test_registered_keras_names_are_unchanged():
     assert sbert_keras.SentenceEncoder  # its first access imports (and so registers) everything
     registered = {name for name in keras.saving.get_custom_objects() if name.startswith("sbert_keras>")}
     assert {f"sbert_keras>{name}" for name in OLD_REGISTERED} <= registered
-    for name in sbert_keras.__all__:
-        value = getattr(sbert_keras, name)
-        if inspect.isclass(value) and issubclass(value, (keras.layers.Layer, keras.losses.Loss)):
-            expected = PUBLIC_CLASS_NAMES_ELSEWHERE.get(name, f"sbert_keras>{name}")
-            assert keras.saving.get_registered_name(value) == expected, name
-    assert keras.saving.get_registered_name(sbert_keras.WarmupLinearDecay) == "sbert_keras>WarmupLinearDecay"
+    for name, value in _keras_classes().items():
+        expected = PUBLIC_CLASS_NAMES_ELSEWHERE.get(name, f"sbert_keras>{name}")
+        assert keras.saving.get_registered_name(value) == expected, name
+
+
+# A fresh process: after a plain import, in either order, every old registered name is there.
+_FRESH_REGISTERED = """
+import json
+{imports}
+print(json.dumps(sorted(n for n in keras.saving.get_custom_objects() if n.startswith("sbert_keras>"))))
+"""
+
+
+@pytest.mark.parametrize("imports", ["import sbert_keras\nimport keras", "import keras\nimport sbert_keras"])
+def test_every_keras_object_is_registered_after_a_plain_import(imports):
+    code = _FRESH_REGISTERED.format(imports=imports)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    registered = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    missing = {f"sbert_keras>{name}" for name in OLD_REGISTERED} - registered
+    assert not missing
 
 
 def _help(argv):

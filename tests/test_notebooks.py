@@ -27,8 +27,9 @@ import numpy as np
 import pytest
 import tomllib
 
-from sbert_keras.cli import notebook_setup as examples
-from sbert_keras.data import readers as data
+from sbert_keras.cli import notebook_setup
+from sbert_keras.data import examples
+from sbert_keras.data import readers
 
 nbclient = pytest.importorskip("nbclient")
 nbformat = pytest.importorskip("nbformat")
@@ -342,39 +343,39 @@ def test_tidy_outputs_merges_streams_and_drops_tensorflow_logs():
 
 def test_pick_follows_sbert_smoke(monkeypatch):
     monkeypatch.delenv("SBERT_SMOKE", raising=False)
-    assert (examples.pick(1_000, 32), examples.smoke_run()) == (1_000, False)
+    assert (notebook_setup.pick(1_000, 32), notebook_setup.smoke_run()) == (1_000, False)
     monkeypatch.setenv("SBERT_SMOKE", "1")
-    assert (examples.pick(1_000, 32), examples.smoke_run()) == (32, True)
+    assert (notebook_setup.pick(1_000, 32), notebook_setup.smoke_run()) == (32, True)
     monkeypatch.setenv("SBERT_SMOKE", "0")
-    assert examples.pick(None, 32) is None
+    assert notebook_setup.pick(None, 32) is None
 
 
 def test_head_slices_every_column_and_keeps_the_rest():
-    pairs = data.NLIPairs(["a", "b", "c"], ["x", "y", "z"], np.array([0, 1, 2], "int32"), 5)
-    first = examples.head(pairs, 2)
+    pairs = examples.NLIPairs(["a", "b", "c"], ["x", "y", "z"], np.array([0, 1, 2], "int32"), 5)
+    first = notebook_setup.head(pairs, 2)
     assert (first.sentence_a, first.sentence_b, first.labels.tolist(), first.num_skipped) == (
         ["a", "b"],
         ["x", "y"],
         [0, 1],
         5,
     )
-    assert len(examples.head(pairs, None)) == 3
-    triplets = examples.head(data.Triplets(["a", "b"], ["p", "q"], ["n", "m"]), 1)
+    assert len(notebook_setup.head(pairs, None)) == 3
+    triplets = notebook_setup.head(examples.Triplets(["a", "b"], ["p", "q"], ["n", "m"]), 1)
     assert triplets.as_tuple() == (["a"], ["p"], ["n"])
 
 
 def test_loaders_fall_back_on_the_sample(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no ../shared or ../../shared here
-    monkeypatch.setattr(examples, "IN_COLAB", False)
-    assert examples.shared_data_dir() is None
-    assert examples.data_source() == "the built-in SAMPLE"
-    sts = examples.load_sts("dev")
-    assert len(sts) == 3 * len(examples.SAMPLE)
-    np.testing.assert_allclose(sts.labels[:3], examples.SAMPLE_SCORES)
-    assert (sts.sentence_a[0], sts.sentence_b[2]) == (examples.SAMPLE[0][0], examples.SAMPLE[0][3])
-    nli = examples.load_nli("train", limit=5)
+    monkeypatch.setattr(notebook_setup, "IN_COLAB", False)
+    assert notebook_setup.shared_data_dir() is None
+    assert notebook_setup.data_source() == "the built-in SAMPLE"
+    sts = notebook_setup.load_sts("dev")
+    assert len(sts) == 3 * len(notebook_setup.SAMPLE)
+    np.testing.assert_allclose(sts.labels[:3], notebook_setup.SAMPLE_SCORES)
+    assert (sts.sentence_a[0], sts.sentence_b[2]) == (notebook_setup.SAMPLE[0][0], notebook_setup.SAMPLE[0][3])
+    nli = notebook_setup.load_nli("train", limit=5)
     assert len(nli) == 5 and nli.labels.tolist() == [0, 1, 2, 0, 1]
-    assert len(examples.load_nli("test")) == 3 * len(examples.SAMPLE)
+    assert len(notebook_setup.load_nli("test")) == 3 * len(notebook_setup.SAMPLE)
 
 
 def test_loaders_read_the_shared_files(tmp_path, monkeypatch):
@@ -389,26 +390,26 @@ def test_loaders_read_the_shared_files(tmp_path, monkeypatch):
     notebooks = tmp_path / "repo/notebooks"
     notebooks.mkdir(parents=True)
     monkeypatch.chdir(notebooks)
-    monkeypatch.setattr(examples, "IN_COLAB", False)
-    assert examples.data_source() == "../../shared/data"
-    sts = examples.load_sts("dev")
+    monkeypatch.setattr(notebook_setup, "IN_COLAB", False)
+    assert notebook_setup.data_source() == "../../shared/data"
+    sts = notebook_setup.load_sts("dev")
     assert sts.sentence_b == ["A man is singing."]
     np.testing.assert_allclose(sts.labels, [4.5])
-    assert examples.load_nli("test").labels.tolist() == [1]
+    assert notebook_setup.load_nli("test").labels.tolist() == [1]
 
 
 def test_loaders_use_tfds_on_colab(monkeypatch):
     calls = []
-    monkeypatch.setattr(examples, "IN_COLAB", True)
-    monkeypatch.setattr(data, "load_tfds_stsb", lambda split: calls.append(split) or "pairs")
-    assert examples.load_sts("dev") == "pairs" and calls == ["validation"]
-    assert (examples.example_model(), examples.data_source()) == ("roberta_base_en", "Colab/tfds")
+    monkeypatch.setattr(notebook_setup, "IN_COLAB", True)
+    monkeypatch.setattr(readers, "load_tfds_stsb", lambda split: calls.append(split) or "pairs")
+    assert notebook_setup.load_sts("dev") == "pairs" and calls == ["validation"]
+    assert (notebook_setup.example_model(), notebook_setup.data_source()) == ("roberta_base_en", "Colab/tfds")
 
 
 @pytest.mark.parametrize("loader, split", [("load_sts", "validation"), ("load_nli", "dev")])
 def test_loaders_name_a_bad_split(loader, split):
     with pytest.raises(ValueError, match=rf"`split` must be .* received '{split}'"):
-        getattr(examples, loader)(split)
+        getattr(notebook_setup, loader)(split)
 
 
 # === Running the notebooks ===

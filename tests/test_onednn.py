@@ -6,9 +6,11 @@ import tensorflow as tf
 
 from conftest import tiny_encoder
 from sbert_keras.compat import tensorflow as tf_compat
-from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
+from sbert_keras.runtime.kernels import onednn_layer_norm
 
-pytestmark = pytest.mark.skipif(not onednn.layer_norm_available(), reason="no _MklLayerNorm in this TensorFlow")
+pytestmark = pytest.mark.skipif(
+    not onednn_layer_norm.layer_norm_available(), reason="no _MklLayerNorm in this TensorFlow"
+)
 
 
 @pytest.mark.parametrize("rows", [3, 130, 448])
@@ -18,20 +20,20 @@ def test_fused_layer_norm_matches_the_composite(rows, scale):
     x = tf.constant(rng.normal(size=(rows, 384)) * scale + scale, tf.float32)
     gamma = tf.constant(rng.normal(size=384), tf.float32)
     beta = tf.constant(rng.normal(size=384), tf.float32)
-    fused = tf.function(onednn.fused_layer_norm)(x, gamma, beta, 1e-12).numpy()
-    reference = onednn.composite_layer_norm(x, gamma, beta, 1e-12).numpy()
+    fused = tf.function(onednn_layer_norm.fused_layer_norm)(x, gamma, beta, 1e-12).numpy()
+    reference = onednn_layer_norm.composite_layer_norm(x, gamma, beta, 1e-12).numpy()
     np.testing.assert_allclose(fused, reference, atol=1e-5 * np.abs(reference).max())
 
 
 def test_a_wrong_fused_layer_norm_is_caught_by_the_self_check(monkeypatch):
     """Only the probe repeated past FUSED_LAYER_NORM_MIN_ROWS runs the fused kernel; it must be checked too."""
-    original = onednn.fused_layer_norm
-    monkeypatch.setattr(onednn, "fused_layer_norm", lambda *args: original(*args) * 1.01)
+    original = onednn_layer_norm.fused_layer_norm
+    monkeypatch.setattr(onednn_layer_norm, "fused_layer_norm", lambda *args: original(*args) * 1.01)
     encoder = tiny_encoder(normalize=True)
     texts = ["the cat sat", "a dog ran in the park"] * 40  # > FUSED_LAYER_NORM_MIN_ROWS tokens per batch
     with pytest.warns(UserWarning, match=r"float32 diverges"):
         out = encoder.encode(texts, batch_size=64, compute="float32")
-    monkeypatch.setattr(onednn, "fused_layer_norm", original)
+    monkeypatch.setattr(onednn_layer_norm, "fused_layer_norm", original)
     reference = tiny_encoder(normalize=True).encode(texts, batch_size=64, compute="float32")
     np.testing.assert_allclose(out, reference, atol=1e-5)
 
@@ -45,5 +47,5 @@ def test_large_and_small_batches_agree():
 
 
 def test_the_tensorflow_compat_layer_asks_the_op_registry():
-    assert tf_compat.op_registered(onednn.LAYER_NORM_OP)  # what `layer_norm_available` builds on
+    assert tf_compat.op_registered(onednn_layer_norm.LAYER_NORM_OP)  # what `layer_norm_available` builds on
     assert not tf_compat.op_registered("NoSuchOpAnywhere")

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras.evaluation import evaluators as ev
-from sbert_keras.evaluation import pair_evaluation as pe
+from sbert_keras.evaluation import evaluators
+from sbert_keras.evaluation import pair_evaluation
 
 
 class FakeEncoder:
@@ -24,7 +24,7 @@ LABELS = [1, 0, 1, 0, 0]
 
 
 def test_binary_classification_hand_computed_values():
-    out = pe.binary_classification_evaluation(FakeEncoder(), ["x@0"] * 5, B, LABELS)
+    out = pair_evaluation.binary_classification_evaluation(FakeEncoder(), ["x@0"] * 5, B, LABELS)
     assert out.pop("primary") == "cosine_ap"
     expected = {
         # Cutting after the 1st or the 3rd pair both classify 4 of 5: the first wins.
@@ -44,7 +44,9 @@ def test_binary_classification_hand_computed_values():
 
 
 def test_binary_classification_never_splits_tied_scores():
-    out = pe.binary_classification_evaluation(FakeEncoder(), ["x@0"] * 3, ["p@10", "q@10", "p@40"], [1, 0, 0])
+    out = pair_evaluation.binary_classification_evaluation(
+        FakeEncoder(), ["x@0"] * 3, ["p@10", "q@10", "p@40"], [1, 0, 0]
+    )
     # Taking the tie (one right, one wrong) is no better than predicting all 0.
     assert out["cosine_accuracy"] == pytest.approx(2 / 3)
     vector = FakeEncoder().encode(["p@10"])[0].astype("float64")
@@ -65,7 +67,7 @@ def test_binary_classification_never_splits_tied_scores():
 )
 def test_binary_classification_bad_input_is_named(a, b, labels, error, match):
     with pytest.raises(error, match=match):
-        pe.binary_classification_evaluation(FakeEncoder(), a, b, labels)
+        pair_evaluation.binary_classification_evaluation(FakeEncoder(), a, b, labels)
 
 
 # Pairs by angle: (0,1) 15, (1,2) 25, (0,2) 40, (2,3) 60, (1,3) 85, (0,3) 100.
@@ -84,7 +86,7 @@ SENTENCES = ["s@0", "s@15", "s@40", "s@100"]
     ],
 )
 def test_paraphrase_mining_hand_computed_values(gold, top_k, expected):
-    out = pe.paraphrase_mining_evaluation(FakeEncoder(), SENTENCES, gold, top_k=top_k)
+    out = pair_evaluation.paraphrase_mining_evaluation(FakeEncoder(), SENTENCES, gold, top_k=top_k)
     assert out.pop("primary") == "average_precision"
     assert set(out) == {"average_precision", "f1", "precision", "recall", "threshold"}
     threshold = np.mean([cos(t) for t in np.atleast_1d(expected["t"])])
@@ -96,9 +98,9 @@ def test_paraphrase_mining_hand_computed_values(gold, top_k, expected):
 
 def test_paraphrase_mining_ids_and_nothing_found():
     sentences = {"a": "s@0", "b": "s@15", "c": "s@40", "d": "s@100"}
-    out = pe.paraphrase_mining_evaluation(FakeEncoder(), sentences, [("b", "a")], top_k=1)
+    out = pair_evaluation.paraphrase_mining_evaluation(FakeEncoder(), sentences, [("b", "a")], top_k=1)
     assert out["average_precision"] == pytest.approx(1.0) and out["recall"] == pytest.approx(1.0)
-    out = pe.paraphrase_mining_evaluation(FakeEncoder(), sentences, [("a", "d")], top_k=1)
+    out = pair_evaluation.paraphrase_mining_evaluation(FakeEncoder(), sentences, [("a", "d")], top_k=1)
     assert {k: v for k, v in out.items() if k != "primary"} == {
         "average_precision": 0.0,
         "f1": 0.0,
@@ -120,18 +122,22 @@ def test_paraphrase_mining_ids_and_nothing_found():
 )
 def test_paraphrase_mining_bad_input_is_named(sentences, gold, match):
     with pytest.raises(ValueError, match=match):
-        pe.paraphrase_mining_evaluation(FakeEncoder(), sentences, gold)
+        pair_evaluation.paraphrase_mining_evaluation(FakeEncoder(), sentences, gold)
 
 
 def test_callbacks_and_tiny_encoder():
     encoder = tiny_encoder()
     a = ["a man is playing guitar", "a dog runs", "the cat sleeps", "a red car"]
     b = ["a man plays guitar", "the dog runs in the park", "the sky is blue", "a woman eats food"]
-    callback = ev.EvaluationCallback.of(pe.binary_classification_evaluation, encoder, a, b, [1, 1, 0, 0])
+    callback = evaluators.EvaluationCallback.of(
+        pair_evaluation.binary_classification_evaluation, encoder, a, b, [1, 1, 0, 0]
+    )
     logs = {}
     callback.on_epoch_end(0, logs)
     assert len(logs) == 8 and "dev_primary" not in logs and 0.0 <= logs["dev_cosine_ap"] <= 1.0
-    callback = ev.EvaluationCallback.of(pe.paraphrase_mining_evaluation, encoder, a + b, [(0, 4), (1, 5)])
+    callback = evaluators.EvaluationCallback.of(
+        pair_evaluation.paraphrase_mining_evaluation, encoder, a + b, [(0, 4), (1, 5)]
+    )
     logs = {}
     callback.on_epoch_end(0, logs)
     assert set(logs) == {f"dev_{k}" for k in ("average_precision", "f1", "precision", "recall", "threshold")}

@@ -15,7 +15,7 @@ from sbert_keras import SentenceEncoder
 from sbert_keras import export_saved_model
 from sbert_keras.checkpoints.st_modules import read_prompts
 from sbert_keras.checkpoints.st_modules import read_sentence_transformers_settings
-from sbert_keras.cli import parser as cli
+from sbert_keras.cli import parser
 from sbert_keras.model.prompts import check_prompts
 from sbert_keras.model.prompts import resolve_prompt
 
@@ -168,7 +168,7 @@ def test_minilm_folder_prompts_apply(tmp_path):
 
 
 def run_cli(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
+    code = parser.main([str(a) for a in argv])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return json.loads(captured.out)
@@ -192,7 +192,7 @@ def test_cli_encode_and_export_take_prompt_flags(capsys, tmp_path):
     )
     assert out["output"] == "embeddings: float32[None, 4]" and out["prompt"] == "the sky "
     assert (
-        cli.main(
+        parser.main(
             [
                 "encode",
                 "--model",
@@ -209,7 +209,7 @@ def test_cli_encode_and_export_take_prompt_flags(capsys, tmp_path):
     )
     assert "'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # --prompt and --prompt-name together: a usage error
-        cli.main([*map(str, base), "--output", "y.npy", "--prompt", "a", "--prompt-name", "query"])
+        parser.main([*map(str, base), "--output", "y.npy", "--prompt", "a", "--prompt-name", "query"])
 
 
 def test_pooling_without_the_prompt_is_warned_about(tmp_path):

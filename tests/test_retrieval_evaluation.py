@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras.evaluation import evaluators as ev
-from sbert_keras.evaluation import pair_evaluation as pe
-from sbert_keras.evaluation import retrieval_evaluation as re_
+from sbert_keras.evaluation import evaluators
+from sbert_keras.evaluation import pair_evaluation
+from sbert_keras.evaluation import retrieval_evaluation
 
 ST_PYTHON = pathlib.Path("/work/peers/st/bin/python")
 
@@ -45,7 +45,7 @@ def hand_encoder():
 
 
 def test_information_retrieval_hand_computed_values():
-    out = re_.information_retrieval_evaluation(hand_encoder(), QUERIES, CORPUS, RELEVANT)
+    out = retrieval_evaluation.information_retrieval_evaluation(hand_encoder(), QUERIES, CORPUS, RELEVANT)
     assert out.pop("primary") == "cosine_ndcg@10"
     d = 1 / np.log2(np.arange(2, 8))  # the discount of ranks 1..6
     expected = {
@@ -72,7 +72,7 @@ def test_information_retrieval_hand_computed_values():
 
 
 def test_information_retrieval_other_cutoffs_and_depth():
-    out = re_.information_retrieval_evaluation(
+    out = retrieval_evaluation.information_retrieval_evaluation(
         hand_encoder(),
         QUERIES,
         CORPUS,
@@ -98,19 +98,19 @@ def test_score_ties_rank_by_corpus_id():
     # "b" and "a" hold the same text: the tie goes to the lower id, "a", as in ST.
     corpus = {"b": "same", "c": "other", "a": "same"}
     ks = dict(accuracy_at_k=(1,), precision_recall_at_k=(1,), mrr_at_k=(1,), ndcg_at_k=(1,), map_at_k=(1,))
-    out = re_.information_retrieval_evaluation(enc, {"q": "q"}, corpus, {"q": {"b"}}, **ks)
+    out = retrieval_evaluation.information_retrieval_evaluation(enc, {"q": "q"}, corpus, {"q": {"b"}}, **ks)
     assert out["cosine_accuracy@1"] == 0.0
-    out = re_.information_retrieval_evaluation(enc, {"q": "q"}, corpus, {"q": {"a"}}, **ks)
+    out = retrieval_evaluation.information_retrieval_evaluation(enc, {"q": "q"}, corpus, {"q": {"a"}}, **ks)
     assert out["cosine_accuracy@1"] == 1.0
 
 
 def test_retrieval_metrics_checks_its_inputs():
-    out = re_.retrieval_metrics([[False, True, False]], [2], (1,), (2,), (3,), (3,), (3,))
+    out = retrieval_evaluation.retrieval_metrics([[False, True, False]], [2], (1,), (2,), (3,), (3,), (3,))
     assert out["cosine_mrr@3"] == pytest.approx(0.5) and out["cosine_recall@2"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="largest k needs 10"):
-        re_.retrieval_metrics([[True, False]], [1])
+        retrieval_evaluation.retrieval_metrics([[True, False]], [1])
     with pytest.raises(ValueError, match="num_relevant"):
-        re_.retrieval_metrics([[True, True, False]], [1], (1,), (1,), (1,), (1,), (1,))
+        retrieval_evaluation.retrieval_metrics([[True, True, False]], [1], (1,), (1,), (1,), (1,), (1,))
 
 
 @pytest.mark.parametrize(
@@ -127,18 +127,20 @@ def test_retrieval_metrics_checks_its_inputs():
 )
 def test_information_retrieval_bad_input_names_it(queries, corpus, relevant, error, match):
     with pytest.raises(error, match=match):
-        re_.information_retrieval_evaluation(hand_encoder(), queries, corpus, relevant)
+        retrieval_evaluation.information_retrieval_evaluation(hand_encoder(), queries, corpus, relevant)
 
 
 def test_bad_cutoff_or_batch_size_is_named_before_encoding():
     with pytest.raises(ValueError, match="ndcg_at_k"):
-        re_.information_retrieval_evaluation(None, QUERIES, CORPUS, RELEVANT, ndcg_at_k=(0,))
+        retrieval_evaluation.information_retrieval_evaluation(None, QUERIES, CORPUS, RELEVANT, ndcg_at_k=(0,))
     with pytest.raises(TypeError, match="batch_size"):
-        re_.information_retrieval_evaluation(None, QUERIES, CORPUS, RELEVANT, (1,))
+        retrieval_evaluation.information_retrieval_evaluation(None, QUERIES, CORPUS, RELEVANT, (1,))
 
 
 def test_callback_logs_the_floats_but_not_the_primary_name():
-    callback = ev.EvaluationCallback.of(re_.information_retrieval_evaluation, hand_encoder(), QUERIES, CORPUS, RELEVANT)
+    callback = evaluators.EvaluationCallback.of(
+        retrieval_evaluation.information_retrieval_evaluation, hand_encoder(), QUERIES, CORPUS, RELEVANT
+    )
     logs = {}
     callback.on_epoch_end(0, logs)
     assert "dev_primary" not in logs and logs["dev_cosine_ndcg@10"] == callback.results[0]["cosine_ndcg@10"]
@@ -149,7 +151,9 @@ def test_tiny_encoder_end_to_end():
     encoder = tiny_encoder()
     queries = {"q1": "a dog runs in the park", "q2": "a man is playing guitar"}
     corpus = {"d1": "the dog runs", "d2": "a man plays piano", "d3": "the cat sleeps on the sofa", "d4": "red car"}
-    out = re_.information_retrieval_evaluation(encoder, queries, corpus, {"q1": {"d1"}, "q2": {"d2", "d4"}})
+    out = retrieval_evaluation.information_retrieval_evaluation(
+        encoder, queries, corpus, {"q1": {"d1"}, "q2": {"d2", "d4"}}
+    )
     assert out[out["primary"]] == out["cosine_ndcg@10"]
     assert all(0.0 <= v <= 1.0 for k, v in out.items() if k != "primary")
     assert out["cosine_recall@10"] == pytest.approx(1.0)  # the whole corpus is retrieved
@@ -260,7 +264,7 @@ def test_information_retrieval_matches_sentence_transformers(st_reference):
     data, st = st_reference
     encoder = FakeEncoder(data["vectors"])
     relevant = {q: set(docs) for q, docs in data["relevant"].items()}
-    ours = re_.information_retrieval_evaluation(encoder, data["queries"], data["corpus"], relevant)
+    ours = retrieval_evaluation.information_retrieval_evaluation(encoder, data["queries"], data["corpus"], relevant)
     assert 0.2 < ours["cosine_ndcg@10"] < 0.95  # neither trivial nor hopeless
     assert_same_metrics(ours, st["ir"])
 
@@ -268,10 +272,10 @@ def test_information_retrieval_matches_sentence_transformers(st_reference):
 def test_pair_evaluators_match_sentence_transformers(st_reference):
     data, st = st_reference
     encoder = FakeEncoder(data["vectors"])
-    ours = pe.binary_classification_evaluation(encoder, *data["binary"])
+    ours = pair_evaluation.binary_classification_evaluation(encoder, *data["binary"])
     assert 0.6 < ours["cosine_accuracy"] < 1.0
     assert_same_metrics(ours, st["binary"])
-    ours = pe.paraphrase_mining_evaluation(encoder, data["sentences"], data["gold"])
+    ours = pair_evaluation.paraphrase_mining_evaluation(encoder, data["sentences"], data["gold"])
     assert 0.5 < ours["recall"] < 1.0  # some gold pairs are not mined
     assert_same_metrics(ours, st["paraphrase"])
 
@@ -290,12 +294,12 @@ def write_beir(folder, qrels):
 
 def test_read_beir(tmp_path):
     write_beir(tmp_path, "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t2\t0.5\nq2\td1\t0\n")
-    queries, corpus, relevant = re_.read_beir(tmp_path)
+    queries, corpus, relevant = retrieval_evaluation.read_beir(tmp_path)
     assert queries == {"q1": "a dog runs", "q2": "cars"}
     assert corpus == {"d1": "Dogs the dog runs", "2": "a red car"}
     assert relevant == {"q1": {"d1"}, "q2": {"2"}}  # a score of 0 is not relevant
     encoder = FakeEncoder({"a dog runs": [1, 0], "cars": [0, 1], "Dogs the dog runs": [1, 0.1], "a red car": [0, 1]})
-    out = re_.information_retrieval_evaluation(encoder, queries, corpus, relevant)
+    out = retrieval_evaluation.information_retrieval_evaluation(encoder, queries, corpus, relevant)
     assert out["cosine_accuracy@1"] == 1.0
 
 
@@ -311,11 +315,11 @@ def test_read_beir(tmp_path):
 def test_read_beir_names_file_and_line(tmp_path, qrels, match):
     write_beir(tmp_path, qrels)
     with pytest.raises(ValueError, match=match):
-        re_.read_beir(tmp_path)
+        retrieval_evaluation.read_beir(tmp_path)
 
 
 def test_read_beir_bad_json_line(tmp_path):
     write_beir(tmp_path, "q1\td1\t1\n")
     (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "a"}\n{"_id": "q2"}\n')
     with pytest.raises(ValueError, match=r"queries.jsonl, line 2: expected an object"):
-        re_.read_beir(tmp_path)
+        retrieval_evaluation.read_beir(tmp_path)

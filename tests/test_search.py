@@ -6,7 +6,6 @@ from sklearn.metrics import adjusted_rand_score
 
 from conftest import SCORE_ATOL
 from conftest import assert_same_ranking
-from sbert_keras.retrieval import semantic_search as search
 from sbert_keras.retrieval.semantic_search import cluster
 from sbert_keras.retrieval.semantic_search import community_detection
 from sbert_keras.retrieval.semantic_search import paraphrase_mining
@@ -135,7 +134,7 @@ def test_paraphrase_mining_chunking_and_max_pairs(monkeypatch):
     # order, scores equal up to rounding (ties within SCORE_ATOL may swap).
     assert_same_ranking(paraphrase_mining(emb, top_k=5, chunk_size=7), full)
     # Chunk the corpus too (normally at least 10 000 rows).
-    monkeypatch.setattr(search, "_PARAPHRASE_CORPUS_CHUNK", 1)
+    monkeypatch.setattr("sbert_keras.retrieval.semantic_search._PARAPHRASE_CORPUS_CHUNK", 1)
     assert_same_ranking(paraphrase_mining(emb, top_k=5, chunk_size=7), full)
     # max_pairs keeps the best pairs, also when pruning while mining.
     assert_same_ranking(paraphrase_mining(emb, top_k=5, chunk_size=7, max_pairs=10), full[:10])

@@ -256,12 +256,12 @@ def test_raw_sts_scores_are_refused_naming_the_range_and_the_scaler(encoder):
     before = [w.numpy() for w in encoder.weights]
     scores = np.array([4.2, 0.6, 0.9, 0.5] * 2, "float32")
     message = r"cosine targets in \[-1, 1\]; item 0 \(0-based\) has label 4.2 \(2 such .*data.scale_sts_score"
-    with pytest.raises(sk.LabelRangeError, match=message):
+    with pytest.raises(fit_checks.LabelRangeError, match=message):
         model.fit((A, B), scores, batch_size=4, verbose=0)
     # The same scores in a dataset: refused at the first batch holding one, nothing applied.
     dataset = tf.data.Dataset.from_tensor_slices(((A, B), scores)).batch(4)
     message = r"batch index 0 .* of epoch 1.*cosine targets in \[-1, 1\]; this batch's labels span \[0.5, 4.2\]"
-    with pytest.raises(sk.LabelRangeError, match=message + ".*scale_sts_score"):
+    with pytest.raises(fit_checks.LabelRangeError, match=message + ".*scale_sts_score"):
         model.fit(dataset, verbose=0)
     assert_weights(encoder, before)
 
@@ -275,7 +275,7 @@ def test_labels_in_a_dataset_are_checked_per_batch(jit_compile):
     labels = np.array([0, 1, 2, 0, 1, 2, 0, 3], "int32")
     dataset = tf.data.Dataset.from_tensor_slices(((A, B), labels)).batch(4)
     message = r"batch index 1 .*class ids 0..2 \(integers\); this batch's labels span \[0, 3\]"
-    with pytest.raises(sk.LabelRangeError, match=message):
+    with pytest.raises(fit_checks.LabelRangeError, match=message):
         model.fit(dataset, callbacks=[snapshots], verbose=0)
     assert_weights(encoder, snapshots.weights[0])
 
@@ -293,7 +293,7 @@ def test_labels_in_a_dataset_are_checked_per_batch(jit_compile):
 def test_labels_outside_the_losss_range_are_refused(encoder, compile_kwargs, labels, message):
     model = sk.ClassificationSiamese(encoder) if not compile_kwargs else sk.RegressionSiamese(encoder)
     model.compile(**compile_kwargs)
-    with pytest.raises(sk.LabelRangeError, match=message):
+    with pytest.raises(fit_checks.LabelRangeError, match=message):
         model.fit((A[:4], B[:4]), np.array(labels, "float32"), batch_size=4, verbose=0)
 
 

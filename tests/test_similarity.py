@@ -5,10 +5,10 @@ import tensorflow as tf
 
 from harness import run_precision_test
 from harness import run_serialization_test
-from sbert_keras import CosineSimilarity
-from sbert_keras import PairFeatures
-from sbert_keras import SimilarityMatrix
-from sbert_keras import TripletDistances
+from sbert_keras.model.similarity import CosineSimilarity
+from sbert_keras.model.similarity import PairFeatures
+from sbert_keras.model.similarity import SimilarityMatrix
+from sbert_keras.model.similarity import TripletDistances
 from sbert_keras.model.similarity import distance
 
 

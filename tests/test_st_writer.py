@@ -23,9 +23,9 @@ from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
 from sbert_keras import SentenceEncoderPreprocessor
 from sbert_keras.checkpoints import st_writer
-from sbert_keras.data import readers as data
-from sbert_keras.training import trainer as training
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.data import examples
+from sbert_keras.training import trainer
+from sbert_keras.utils import atomic_io
 from test_checkpoints import HARD_TEXTS
 
 TEXTS = HARD_TEXTS + ["A man is playing a guitar.", "  two  spaces ", "東京は日本の首都です。", "", "I love this! 😀"]
@@ -55,7 +55,7 @@ def fitted(encoder):
     a = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 2
     b = ["a man plays a guitar", "a cat sleeps", "the dog runs", "a woman is eating"] * 2
     keras.utils.set_random_seed(0)
-    training.train_objective("contrastive", encoder, data.Triplets(a, b, None), epochs=1, batch_size=4, verbose=0)
+    trainer.train_objective("contrastive", encoder, examples.Triplets(a, b, None), epochs=1, batch_size=4, verbose=0)
     return encoder
 
 
@@ -128,7 +128,7 @@ def test_the_folder_has_every_module_and_setting(tmp_path):
     assert read_json(folder / "tokenizer_config.json")["tokenizer_class"] == "DistilBertTokenizer"
     card = (folder / "README.md").read_text()
     assert f"Base model: `{source('distilbert-dense')}`" in card and "Dense 32→16 (tanh)" in card
-    assert read_json(folder / outputs.MARKER)["command"] == "save_to_sentence_transformers"
+    assert read_json(folder / atomic_io.MARKER)["command"] == "save_to_sentence_transformers"
     loaded = SentenceEncoder.from_preset(folder)
     assert loaded.prompts["query"] == "query: " and loaded.default_prompt_name == "query"
 
@@ -158,8 +158,8 @@ def test_the_model_card_of_a_training_run(tmp_path):
         "dev_before": {"spearman_cosine": 0.5},
         "dev_after": {"spearman_cosine": 0.8123456},
     }
-    outputs.write_json(run / "metrics.json", metrics)
-    outputs.write_json(run / outputs.MARKER, {"command": "train"})
+    atomic_io.write_json(run / "metrics.json", metrics)
+    atomic_io.write_json(run / atomic_io.MARKER, {"command": "train"})
     folder = pathlib.Path(SentenceEncoder.from_preset(run).save_to_sentence_transformers(tmp_path / "st"))
     card = (folder / "README.md").read_text()
     assert "base_model: sentence-transformers/all-mpnet-base-v2" in card

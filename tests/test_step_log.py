@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras.data import readers as data
-from sbert_keras.training import trainer as training
+from sbert_keras.data import examples
+from sbert_keras.training import trainer
 from sbert_keras.training.backup import STATE
 from sbert_keras.training.schedules import WarmupLinearDecay
 from sbert_keras.training.step_log import COLUMNS
@@ -17,7 +17,7 @@ from sbert_keras.utils.atomic_io import TRAINING_LOG
 
 A = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog runs in the park", "a woman eats food"] * 4
 B = ["a man is playing piano", "a cat sleeps", "the dog runs", "the sky is blue"] * 4
-STS = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
+STS = examples.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
 STEPS = 8  # per epoch: 16 pairs in random batches of 2
 
 
@@ -38,7 +38,7 @@ class StopAt(keras.callbacks.Callback):
 
 def train(tmp_path, **kwargs):
     settings = {"epochs": 2, "batch_size": 2, "learning_rate": 1e-3, "batching": "shuffle", "verbose": 0, **kwargs}
-    return training.train_objective("regression", tiny_encoder(), STS, output_dir=str(tmp_path), **settings)
+    return trainer.train_objective("regression", tiny_encoder(), STS, output_dir=str(tmp_path), **settings)
 
 
 def steps(rows):

@@ -36,6 +36,7 @@ from sbert_keras.checkpoints.tokenizer_json import bert_tokenizer
 from sbert_keras.data import readers
 from sbert_keras.model import unicode_classes
 from sbert_keras.model import unicode_derivation
+from sbert_keras.model.backbone import BertLayoutBackbone
 from tokenizer_fuzz import fuzz_corpus
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -177,7 +178,7 @@ def test_eager_calls_tf_data_and_a_saved_model_give_the_same_ids(built_vocabular
 def test_options_round_trip_through_a_keras_file(built_vocabulary, tmp_path):
     options = {"lowercase": True, "strip_accents": False, "clean_text": False, "handle_chinese_chars": False}
     tokenizer = LowercasingBertTokenizer(vocabulary=built_vocabulary, max_input_chars_per_word=7, **options)
-    backbone = sbert_keras.BertLayoutBackbone(
+    backbone = BertLayoutBackbone(
         vocabulary_size=len(built_vocabulary),
         num_layers=1,
         num_heads=1,

@@ -26,12 +26,12 @@ from harness import run_until_paused
 from harness import small_disk_available
 from harness import start_until_paused
 from sbert_keras.cli.parser import main
-from sbert_keras.data import examples as data
+from sbert_keras.data import examples
 from sbert_keras.training import backup
 from sbert_keras.training.fit_checks import NonFiniteLossError
 from sbert_keras.training.step_log import read_rows
 from sbert_keras.training.trainer import train_objective
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 
 SENTENCES = [
     "a man is playing guitar",
@@ -93,9 +93,9 @@ def assert_complete_run(out, epochs=2, lock_left=False):
     """`out` holds exactly a complete run of `epochs`; no working folder (nor lock file) beside it."""
     assert sorted(os.listdir(out)) == RUN_FILES
     assert len(json.loads((out / "metrics.json").read_text())["history"]["loss"]) == epochs
-    assert not os.path.exists(str(out) + outputs.PARTIAL_SUFFIX)
+    assert not os.path.exists(str(out) + atomic_io.PARTIAL_SUFFIX)
     assert os.path.exists(str(out) + ".lock") == lock_left
-    outputs.check_complete(out)
+    atomic_io.check_complete(out)
 
 
 @pytest.mark.parametrize("kind", ["roberta", "bert"])
@@ -119,7 +119,7 @@ def test_sigkilled_train_resumes_under_another_hash_seed_and_finishes_from_the_s
     stages = run_until_paused(args, "backup deletion", PYTHONHASHSEED="3")
     assert not weight_writes(stages), stages
     assert stages[0] == "sbert-keras test: passed final save"
-    outputs.check_complete(out)  # complete, though its backup is still inside
+    atomic_io.check_complete(out)  # complete, though its backup is still inside
     # 4. Rerunning it is refused (the run is complete) and drops the leftover backup.
     assert main([str(a) for a in args]) == 2
     assert "already holds a completed run" in capsys.readouterr().err
@@ -199,17 +199,17 @@ def fill(folder, leave):
 if sys.argv[1] == "--fill":
     fill(sys.argv[2], int(sys.argv[3]))
     sys.exit(0)
-from sbert_keras.cli import parser as cli
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.cli import parser
+from sbert_keras.utils import atomic_io
 fill_at = os.environ.get("TEST_FILL_AT")
 if fill_at:
-    pause = outputs.pause_for_tests
+    pause = atomic_io.pause_for_tests
     def pause_then_fill(stage):
         pause(stage)
         if stage == fill_at:
             fill(os.environ["TEST_DISK"], 0)
-    outputs.pause_for_tests = pause_then_fill
-sys.exit(cli.main(sys.argv[1:]))
+    atomic_io.pause_for_tests = pause_then_fill
+sys.exit(parser.main(sys.argv[1:]))
 """
 
 
@@ -296,7 +296,7 @@ class KillAfter(keras.callbacks.Callback):
 
 def pairs():
     a, b, scores = zip(*PAIRS)
-    return data.SentencePairs(list(a), list(b), np.array(scores, "float32"))
+    return examples.SentencePairs(list(a), list(b), np.array(scores, "float32"))
 
 
 def train_run(kind, output_dir, callbacks=(), **kwargs):

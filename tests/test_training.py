@@ -14,10 +14,12 @@ import sbert_keras as sk
 from conftest import ROOT
 from conftest import shared_path
 from conftest import tiny_encoder
-from sbert_keras.data import readers as data
+from sbert_keras.data.examples import NLIPairs
+from sbert_keras.data.examples import SentencePairs
+from sbert_keras.data.examples import Triplets
 from sbert_keras.model import precision
 from sbert_keras.training import backup
-from sbert_keras.training import trainer as training
+from sbert_keras.training import trainer
 from sbert_keras.training.trainer import WarmupLinearDecay
 from sbert_keras.utils import hardware
 from sbert_keras.utils.defaults import DEPRECATED_POLICY_NAMES
@@ -36,14 +38,14 @@ def test_warmup_then_linear_decay():
 
 
 def test_paper_optimizer_is_adam_with_ten_percent_warmup():
-    optimizer = training.paper_optimizer(total_steps=360, weight_decay=0, clipnorm=None)
+    optimizer = trainer.paper_optimizer(total_steps=360, weight_decay=0, clipnorm=None)
     assert type(optimizer) is keras.optimizers.Adam and optimizer.global_clipnorm is None
     schedule = optimizer._learning_rate
     assert schedule.warmup_steps == 36 and schedule.learning_rate == 2e-5
 
 
 def test_paper_optimizer_with_weight_decay_is_adamw_sparing_biases_and_layer_norms():
-    optimizer = training.paper_optimizer(10, learning_rate=0.1, warmup_fraction=0.0, weight_decay=0.01, clipnorm=1.0)
+    optimizer = trainer.paper_optimizer(10, learning_rate=0.1, warmup_fraction=0.0, weight_decay=0.01, clipnorm=1.0)
     assert isinstance(optimizer, keras.optimizers.AdamW) and optimizer.global_clipnorm == 1.0
     inputs = keras.Input((4,))
     outputs = keras.layers.LayerNormalization()(keras.layers.Dense(4, kernel_initializer="ones")(inputs))
@@ -66,17 +68,17 @@ def test_paper_optimizer_with_weight_decay_is_adamw_sparing_biases_and_layer_nor
 )
 def test_bad_optimizer_settings_name_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=f"`{name}` must be a finite number >= 0"):
-        training.paper_optimizer(10, **kwargs)
+        trainer.paper_optimizer(10, **kwargs)
     with pytest.raises(ValueError, match=f"`{name}` must be" if "`" not in name else name):
-        training.train_objective("regression", None, STS, **kwargs)
+        trainer.train_objective("regression", None, STS, **kwargs)
 
 
 def _tiny_roberta_run(seed, builder_seed):
     """Trains the tiny RoBERTa (dropout 0.1) on 32 pairs; its vectors of the training sentences."""
     keras.utils.set_random_seed(builder_seed)  # the state the encoder (and its dropout) is built in
     encoder = sk.SentenceEncoder.from_preset(shared_path("reference", "tiny-roberta", "model"), sequence_length=16)
-    pairs = data.SentencePairs(A * 2, B * 2, np.linspace(0, 5, 32).astype("float32"))
-    training.train_objective("regression", encoder, pairs, batch_size=8, learning_rate=1e-3, seed=seed, verbose=0)
+    pairs = SentencePairs(A * 2, B * 2, np.linspace(0, 5, 32).astype("float32"))
+    trainer.train_objective("regression", encoder, pairs, batch_size=8, learning_rate=1e-3, seed=seed, verbose=0)
     return encoder.encode(A[:4] + B[:4], compute="float32", show_progress=False)
 
 
@@ -94,17 +96,17 @@ def test_set_compute_takes_the_compute_vocabulary(monkeypatch):
     try:
         monkeypatch.setattr(hardware, "has_gpu", lambda: False)
         monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
-        assert training.set_compute("auto") == "bfloat16"
+        assert trainer.set_compute("auto") == "bfloat16"
         assert keras.config.dtype_policy().name == "mixed_bfloat16"
         monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2"}))
-        assert training.set_compute("auto") == "float32"
+        assert trainer.set_compute("auto") == "float32"
         assert keras.config.dtype_policy().name == "float32"
-        assert training.set_compute("float16") == "float16"
+        assert trainer.set_compute("float16") == "float16"
         assert keras.config.dtype_policy().name == "mixed_float16"
         with pytest.raises(ValueError, match="`compute` must be one of .*'int8'"):
-            training.set_compute("int8")
+            trainer.set_compute("int8")
         with pytest.warns(DeprecationWarning, match="`set_precision` is now `set_compute`"):
-            assert training.set_precision("float32") == "float32"  # its earlier name
+            assert trainer.set_precision("float32") == "float32"  # its earlier name
     finally:
         keras.config.set_dtype_policy(previous)
 
@@ -134,21 +136,21 @@ def test_compute_vocabulary_maps_to_policies():
     [
         (
             "regression",
-            data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32")),
-            data.SentencePairs(A[:6], B[:6], np.linspace(0, 5, 6, dtype="float32")),
+            SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32")),
+            SentencePairs(A[:6], B[:6], np.linspace(0, 5, 6, dtype="float32")),
         ),
-        ("triplet", data.Triplets(A, B, C), data.Triplets(A[:4], B[:4], C[:4])),
+        ("triplet", Triplets(A, B, C), Triplets(A[:4], B[:4], C[:4])),
         (
             "classification",
-            data.NLIPairs(A, B, np.array([0, 1, 2, 0] * 4, "int32")),
-            data.NLIPairs(A[:4], B[:4], np.array([0, 1, 2, 0], "int32")),
+            NLIPairs(A, B, np.array([0, 1, 2, 0] * 4, "int32")),
+            NLIPairs(A[:4], B[:4], np.array([0, 1, 2, 0], "int32")),
         ),
-        ("contrastive", data.Triplets(A, B, None), data.SentencePairs(A[:6], B[:6], np.arange(6.0))),
+        ("contrastive", Triplets(A, B, None), SentencePairs(A[:6], B[:6], np.arange(6.0))),
     ],
 )
 def test_train_objective_logs_dev_metrics(objective, examples, dev):
     encoder = tiny_encoder()
-    model, history = training.train_objective(objective, encoder, examples, dev=dev, epochs=1, batch_size=4, verbose=0)
+    model, history = trainer.train_objective(objective, encoder, examples, dev=dev, epochs=1, batch_size=4, verbose=0)
     assert model.encoder is encoder
     assert any(k.startswith("dev_") for k in history.history)
     assert np.isfinite(history.history["loss"][0])
@@ -156,9 +158,9 @@ def test_train_objective_logs_dev_metrics(objective, examples, dev):
 
 def test_wrong_examples_for_objective_is_clear():
     with pytest.raises(TypeError, match="sentence pairs"):
-        training.train_objective("regression", tiny_encoder(), data.Triplets(A, B, C))
+        trainer.train_objective("regression", tiny_encoder(), Triplets(A, B, C))
     with pytest.raises(ValueError, match="objective"):
-        training.objective_inputs("ranking", data.Triplets(A, B, C))
+        trainer.objective_inputs("ranking", Triplets(A, B, C))
 
 
 class Interrupt(keras.callbacks.Callback):
@@ -177,10 +179,10 @@ class EpochLog(keras.callbacks.Callback):
 
 
 def test_interrupted_fit_resumes_from_backup(tmp_path):
-    examples = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
+    examples = SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
     encoder = tiny_encoder()
     with pytest.raises(KeyboardInterrupt):
-        training.train_objective(
+        trainer.train_objective(
             "regression",
             encoder,
             examples,
@@ -194,7 +196,7 @@ def test_interrupted_fit_resumes_from_backup(tmp_path):
     saved = [w.copy() for w in encoder.get_weights()]
     log = EpochLog()
     fresh = tiny_encoder(seed=5)  # a restarted process: new, different weights
-    _, history = training.train_objective(
+    _, history = trainer.train_objective(
         "regression", fresh, examples, epochs=4, batch_size=4, output_dir=str(tmp_path), callbacks=[log], verbose=0
     )
     # Epochs 0 and 1 were done before the interruption (the backup is taken at
@@ -213,20 +215,20 @@ MIRRORED = textwrap.dedent("""
     sys.path.insert(0, "tests")
     import numpy as np
     from conftest import tiny_encoder
-    from sbert_keras.data import readers as data
-    from sbert_keras.training import trainer as training
+    from sbert_keras.data import examples
+    from sbert_keras.training import trainer
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     A = ["a man is playing guitar", "the cat sleeps", "a dog runs", "a woman eats food"] * 4
     B = ["a man is playing piano", "a cat sleeps", "the dog runs", "the sky is blue"] * 4
-    pairs = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
+    pairs = examples.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
     with strategy.scope():
         encoder = tiny_encoder()
         try:  # Keras would clip per replica, before the sum: refused
-            training.train_objective("regression", encoder, pairs, batch_size=8, verbose=0, clipnorm=1.0)
+            trainer.train_objective("regression", encoder, pairs, batch_size=8, verbose=0, clipnorm=1.0)
             refused = ""
         except ValueError as error:
             refused = str(error)
-        model, history = training.train_objective(
+        model, history = trainer.train_objective(
             "regression", encoder, pairs, epochs=1, batch_size=8, verbose=0, clipnorm=None)
     print(json.dumps({"replicas": strategy.num_replicas_in_sync, "refused": refused,
                       "loss": history.history["loss"][0]}))
@@ -244,36 +246,36 @@ def test_one_epoch_under_mirrored_strategy_on_two_cpus():
     assert "`clipnorm=1.0` under a strategy with 2 replicas" in out["refused"]
 
 
-STS = data.SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
-NLI = data.NLIPairs(A, B, np.array([0, 1, 2, 0] * 4, "int32"))
+STS = SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32"))
+NLI = NLIPairs(A, B, np.array([0, 1, 2, 0] * 4, "int32"))
 
 
 def test_nli_labels_are_refused_by_the_regression_objective():
     # NLI ids 0/1/2 used to become STS targets 0, 0.2, 0.4 silently.
     with pytest.raises(TypeError, match="regression objective trains on STS scores.*NLI pairs"):
-        training.objective_inputs("regression", NLI)
+        trainer.objective_inputs("regression", NLI)
     with pytest.raises(ValueError, match=r"STS scores in \[0, 5\]; item 2 \(0-based\) has label 7"):
-        training.objective_inputs("regression", data.SentencePairs(A[:3], B[:3], np.array([1, 2, 7.0])))
+        trainer.objective_inputs("regression", SentencePairs(A[:3], B[:3], np.array([1, 2, 7.0])))
 
 
 def test_sts_scores_are_refused_by_the_classification_objective():
     # STS scores used to crash after training started ("label value of 5").
     with pytest.raises(ValueError, match=r"class ids 0..2 .*item 1 \(0-based\) has label 3.8"):
-        training.objective_inputs("classification", data.SentencePairs(A[:3], B[:3], np.array([0, 3.8, 5.0])))
-    unlabelled = data.NLIPairs(A[:2], B[:2], np.array([0, -1], "int32"))
+        trainer.objective_inputs("classification", SentencePairs(A[:3], B[:3], np.array([0, 3.8, 5.0])))
+    unlabelled = NLIPairs(A[:2], B[:2], np.array([0, -1], "int32"))
     with pytest.raises(ValueError, match=r"item 1 \(0-based\) has label -1"):
-        training.objective_inputs("classification", unlabelled)
-    columns, labels, _ = training.objective_inputs("classification", NLI)
+        trainer.objective_inputs("classification", unlabelled)
+    columns, labels, _ = trainer.objective_inputs("classification", NLI)
     assert len(columns) == 2 and list(labels[:3]) == [0, 1, 2]
 
 
 def test_empty_training_data_is_a_clear_error():
-    empty = data.SentencePairs([], [], np.zeros(0, "float32"))
+    empty = SentencePairs([], [], np.zeros(0, "float32"))
     with pytest.raises(ValueError, match="no training examples"):
-        training.train_objective("regression", tiny_encoder(), empty)
-    no_triplets = data.NLIPairs(A[:2], B[:2], np.array([1, 1], "int32"))  # neutral only
+        trainer.train_objective("regression", tiny_encoder(), empty)
+    no_triplets = NLIPairs(A[:2], B[:2], np.array([1, 1], "int32"))  # neutral only
     with pytest.raises(ValueError, match="no premise with both an entailment and a contradiction"):
-        training.objective_inputs("triplet", no_triplets)
+        trainer.objective_inputs("triplet", no_triplets)
 
 
 @pytest.mark.parametrize(
@@ -295,12 +297,12 @@ def test_empty_training_data_is_a_clear_error():
 def test_bad_hyperparameters_name_the_argument_before_training(kwargs, name):
     # --lr -1 used to train and save a ruined encoder; epochs=0 blamed warmup_steps.
     with pytest.raises(ValueError, match=f"`{name}` must be" if "`" not in name else name):
-        training.train_objective("regression", None, STS, **kwargs)
+        trainer.train_objective("regression", None, STS, **kwargs)
 
 
 def _interrupted_run(tmp_path, epochs=4, **kwargs):
     with pytest.raises(KeyboardInterrupt):
-        training.train_objective(
+        trainer.train_objective(
             "regression",
             tiny_encoder(),
             STS,
@@ -315,14 +317,14 @@ def _interrupted_run(tmp_path, epochs=4, **kwargs):
 
 def test_a_backup_of_a_different_run_is_refused_naming_the_fields(tmp_path):
     _interrupted_run(tmp_path)
-    other = data.SentencePairs(A, C, np.linspace(0, 5, 16, dtype="float32"))
+    other = SentencePairs(A, C, np.linspace(0, 5, 16, dtype="float32"))
     with pytest.raises(backup.StaleBackupError, match="epochs: backup 4, now 3.*train_data"):
-        training.train_objective(
+        trainer.train_objective(
             "regression", tiny_encoder(), other, epochs=3, batch_size=4, output_dir=str(tmp_path), verbose=0
         )
     log = EpochLog()
     with pytest.warns(UserWarning, match=r"different run \(epochs, train_data\); starting fresh"):
-        _, history = training.train_objective(
+        _, history = trainer.train_objective(
             "regression",
             tiny_encoder(),
             other,
@@ -350,7 +352,7 @@ def test_a_corrupt_backup_warns_and_starts_fresh(tmp_path, damage):
         state_path.write_text(state_path.read_text()[:20])
     log = EpochLog()
     with pytest.warns(UserWarning, match="Ignoring the training backup .*starting fresh"):
-        training.train_objective(
+        trainer.train_objective(
             "regression",
             tiny_encoder(),
             STS,
@@ -376,11 +378,11 @@ class StopAtStep(keras.callbacks.Callback):
 
 def test_a_mid_epoch_interruption_resumes_past_the_saved_step(tmp_path):
     full = StopAtStep(None)
-    training.train_objective("regression", tiny_encoder(), STS, epochs=1, batch_size=2, callbacks=[full], verbose=0)
+    trainer.train_objective("regression", tiny_encoder(), STS, epochs=1, batch_size=2, callbacks=[full], verbose=0)
     steps = len(full.batches)
     assert steps >= 6
     with pytest.raises(KeyboardInterrupt):
-        training.train_objective(
+        trainer.train_objective(
             "regression",
             tiny_encoder(),
             STS,
@@ -394,7 +396,7 @@ def test_a_mid_epoch_interruption_resumes_past_the_saved_step(tmp_path):
     state = json.loads((tmp_path / "backup" / backup.STATE).read_text())
     assert (state["epoch"], state["steps_done"]) == (0, 4)
     resumed = StopAtStep(None)
-    _, history = training.train_objective(
+    _, history = trainer.train_objective(
         "regression",
         tiny_encoder(),
         STS,
@@ -410,7 +412,7 @@ def test_a_mid_epoch_interruption_resumes_past_the_saved_step(tmp_path):
     assert not os.path.isdir(tmp_path / "backup")
 
 
-SCORED = data.SentencePairs(A, B, np.linspace(-1, 7, 16, dtype="float32"))  # raw scores: any finite range
+SCORED = SentencePairs(A, B, np.linspace(-1, 7, 16, dtype="float32"))  # raw scores: any finite range
 
 
 @pytest.mark.parametrize(
@@ -424,7 +426,7 @@ SCORED = data.SentencePairs(A, B, np.linspace(-1, 7, 16, dtype="float32"))  # ra
 def test_cosent_and_angle_objectives_train_on_raw_scores(tmp_path, objective, matryoshka_dims, loss_name, pair_output):
     encoder = tiny_encoder()
     kwargs = {"matryoshka_dims": matryoshka_dims} if matryoshka_dims else {}
-    model, history = training.train_objective(
+    model, history = trainer.train_objective(
         objective, encoder, SCORED, dev=SCORED, epochs=1, batch_size=4, verbose=0, **kwargs
     )
     assert isinstance(model, sk.RegressionSiamese) and model.pair_output == pair_output
@@ -432,7 +434,7 @@ def test_cosent_and_angle_objectives_train_on_raw_scores(tmp_path, objective, ma
     if matryoshka_dims:
         assert model.loss.loss.name == "cosent_loss" and model.matryoshka_dims == matryoshka_dims
     assert np.isfinite(history.history["loss"][0]) and "dev_spearman" in " ".join(history.history)
-    columns, labels, _ = training.objective_inputs(objective, SCORED)
+    columns, labels, _ = trainer.objective_inputs(objective, SCORED)
     np.testing.assert_allclose(labels, SCORED.labels, atol=0)  # not rescaled like regression's
     path = str(tmp_path / "model.keras")
     model.save(path)
@@ -442,28 +444,28 @@ def test_cosent_and_angle_objectives_train_on_raw_scores(tmp_path, objective, ma
 
 def test_cosent_and_angle_refuse_what_does_not_fit():
     with pytest.raises(TypeError, match="cosent objective trains on scored sentence pairs"):
-        training.objective_inputs("cosent", data.Triplets(A, B, C))
+        trainer.objective_inputs("cosent", Triplets(A, B, C))
     with pytest.raises(TypeError, match="angle objective trains on STS scores.*NLI pairs"):
-        training.objective_inputs("angle", data.NLIPairs(A, B, np.zeros(16, "int32")))
+        trainer.objective_inputs("angle", NLIPairs(A, B, np.zeros(16, "int32")))
     with pytest.raises(ValueError, match="finite similarity scores; item 1"):
-        training.objective_inputs("angle", data.SentencePairs(A[:2], B[:2], np.array([1.0, np.nan])))
+        trainer.objective_inputs("angle", SentencePairs(A[:2], B[:2], np.array([1.0, np.nan])))
     with pytest.raises(ValueError, match="matryoshka_dims"):
-        training.train_objective("angle", tiny_encoder(), SCORED, batch_size=4, verbose=0, matryoshka_dims=(8, 4))
+        trainer.train_objective("angle", tiny_encoder(), SCORED, batch_size=4, verbose=0, matryoshka_dims=(8, 4))
 
 
 def test_run_fingerprint_ignores_the_set_order_of_bpe_special_tokens():
     """KerasHub's BPE tokenizer lists its unsplittable tokens in set order, which
     follows PYTHONHASHSEED: two processes of one run must still agree."""
     encoder = tiny_encoder(kind="roberta")
-    pairs = data.SentencePairs(A[:4], B[:4], np.linspace(0, 1, 4))
+    pairs = SentencePairs(A[:4], B[:4], np.linspace(0, 1, 4))
     tokenizer = encoder.preprocessor.tokenizer
     tokens = list(tokenizer.unsplittable_tokens)
     assert len(set(tokens)) > 1
-    first = training.run_fingerprint("regression", encoder, pairs, None, epochs=1)
+    first = trainer.run_fingerprint("regression", encoder, pairs, None, epochs=1)
     tokenizer.unsplittable_tokens = tokens[::-1]
-    assert training.run_fingerprint("regression", encoder, pairs, None, epochs=1) == first
+    assert trainer.run_fingerprint("regression", encoder, pairs, None, epochs=1) == first
     # The config's other lists keep their order: they are not sets.
-    assert training.canonical_config({"name": "x", "a": [3, 1], "special_tokens": ["b", "a"]}) == {
+    assert trainer.canonical_config({"name": "x", "a": [3, 1], "special_tokens": ["b", "a"]}) == {
         "a": [3, 1],
         "special_tokens": ["a", "b"],
     }
@@ -491,14 +493,14 @@ class EpochSteps(keras.callbacks.Callback):
     [
         ("regression", STS, None),  # length buckets
         ("regression", STS, "shuffle"),
-        ("contrastive", data.Triplets(A, B, C), None),  # no duplicates: plans drawn ahead
+        ("contrastive", Triplets(A, B, C), None),  # no duplicates: plans drawn ahead
     ],
 )
 def test_the_epoch_bar_knows_the_steps_of_every_epoch(objective, examples, batching):
     seen = EpochSteps()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # contrastive: the negatives unused
-        training.train_objective(
+        trainer.train_objective(
             objective, tiny_encoder(), examples, epochs=2, batch_size=3, batching=batching, callbacks=[seen], verbose=0
         )
     assert seen.targets[0] is not None and seen.targets[0] >= -(-16 // 3)
@@ -507,7 +509,7 @@ def test_the_epoch_bar_knows_the_steps_of_every_epoch(objective, examples, batch
 
 DEV_WORDS = "man woman dog cat car sky ball food".split()
 # More distinct texts than `encode` shows a progress bar for (8 batches of 32).
-DEV = data.SentencePairs(
+DEV = SentencePairs(
     [f"a {x} {y} in the park {z}" for x in DEV_WORDS for y in DEV_WORDS for z in ("red", "blue", "fast")],
     [f"the {y} {x} on the sofa {z}" for x in DEV_WORDS for y in DEV_WORDS for z in ("red", "blue", "fast")],
     np.linspace(0, 5, 192, dtype="float32"),
@@ -516,7 +518,7 @@ DEV = data.SentencePairs(
 
 def test_the_dev_line_follows_the_epoch_line_and_no_bar_is_drawn_inside_it(capfd):
     capfd.readouterr()
-    training.train_objective("regression", tiny_encoder(), STS, dev=DEV, epochs=2, batch_size=4, batching="shuffle")
+    trainer.train_objective("regression", tiny_encoder(), STS, dev=DEV, epochs=2, batch_size=4, batching="shuffle")
     out, err = capfd.readouterr()
     lines = out.split("\n")
     for epoch in (1, 2):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
-from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
+from sbert_keras.runtime.routes import xnnpack_int8
 
 TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen", "red car fast", "the dog runs"]
 
@@ -21,7 +21,7 @@ VNNI = frozenset({"avx2", "avx512_vnni"})
 
 @pytest.fixture(autouse=True)
 def enabled(monkeypatch):
-    monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)
+    monkeypatch.delenv(xnnpack_int8.DISABLE_ENV, raising=False)
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_int8_encode_runs_through_xnnpack_close_to_float32(vnni_encoder):
     reference = encoder.encode(TEXTS, compute="float32")
     out = encoder.encode(TEXTS, compute="int8", batch_size=2)  # several batches and widths
     assert encoder.engine.route("int8") == ("xnnpack", "int8")
-    assert isinstance(encoder.engine.runner("int8"), xnnpack.Runner)
+    assert isinstance(encoder.engine.runner("int8"), xnnpack_int8.Runner)
     assert min_cosine(out, reference) > 0.99
     # One query (tokenised outside the graph) is its row of the batch.
     np.testing.assert_allclose(encoder.encode(TEXTS[2], compute="int8"), out[2], atol=1e-5)
@@ -74,7 +74,7 @@ def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch
     def wrong(self, token_ids, padding_mask):
         return np.random.default_rng(0).normal(size=(len(token_ids), 8)).astype("float32")
 
-    monkeypatch.setattr(xnnpack.Runner, "__call__", wrong)
+    monkeypatch.setattr(xnnpack_int8.Runner, "__call__", wrong)
     with pytest.warns(UserWarning, match="XNNPACK int8 graph .* diverges .* oneDNN int8 route"):
         out = encoder.encode(TEXTS, compute="int8")
     assert encoder.engine.route("int8") == ("fused", "int8")
@@ -85,7 +85,7 @@ def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch, vnni_
     def broken(function):
         raise RuntimeError("converter failed on op Foo")
 
-    monkeypatch.setattr(xnnpack, "convert", broken)
+    monkeypatch.setattr(xnnpack_int8, "convert", broken)
     encoder = vnni_encoder()
     reference = encoder.encode(TEXTS, compute="float32")
     with pytest.warns(UserWarning, match="could not convert .* converter failed on op Foo"):
@@ -97,7 +97,7 @@ def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch, vnni_
 @pytest.mark.parametrize("flags", [frozenset({"avx2", "fma"}), None])
 def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, vnni_encoder, flags):
     if flags is None:
-        monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
+        monkeypatch.setenv(xnnpack_int8.DISABLE_ENV, "1")
     encoder = vnni_encoder(flags or VNNI)
     reference = encoder.encode(TEXTS, compute="float32")
     out = encoder.encode(TEXTS, compute="int8")

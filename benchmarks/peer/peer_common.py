@@ -99,7 +99,7 @@ def read_texts(path):
 
 
 def read_sts(path, limit=None):
-    """STS Benchmark raw file: `(sentence1, sentence2, scores 0..5)` (as sbert_keras.data.read_sts)."""
+    """STS Benchmark raw file: `(sentence1, sentence2, scores 0..5)` (as sbert_keras.data.readers.read_sts)."""
     a, b, scores = [], [], []
     with open(path, encoding="utf-8-sig") as f:
         for line in f:

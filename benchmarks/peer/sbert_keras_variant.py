@@ -152,12 +152,12 @@ def serve_function(args):
 
 def xnnpack_int8_gflops(m, k, n, repeats=10):
     """GFLOP/s of one `(m, k) @ (k, n)` matmul as the int8 route runs it: dynamic-range int8 in TFLite's XNNPACK."""
-    from sbert_keras.runtime.routes import xnnpack_int8 as xnnpack
+    from sbert_keras.runtime.routes import xnnpack_int8
 
     rng = np.random.default_rng(0)
     kernel = tf.constant(rng.standard_normal((k, n)).astype("float32"))
     matmul = tf.function(lambda x: tf.matmul(x, kernel), input_signature=[tf.TensorSpec([m, k], tf.float32)])
-    interpreter = xnnpack.make_interpreter(xnnpack.convert(matmul))
+    interpreter = xnnpack_int8.make_interpreter(xnnpack_int8.convert(matmul))
     interpreter.allocate_tensors()
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], rng.standard_normal((m, k)).astype("float32"))
     times = []

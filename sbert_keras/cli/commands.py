@@ -27,16 +27,16 @@ import numpy as np
 
 from sbert_keras.checkpoints.keras_files import load_keras_encoder
 from sbert_keras.cli import index_commands
-from sbert_keras.data import readers as data
+from sbert_keras.data import readers
 from sbert_keras.encoder import SentenceEncoder
-from sbert_keras.evaluation import evaluators as evaluation
+from sbert_keras.evaluation import evaluators
 from sbert_keras.evaluation import retrieval_evaluation
 from sbert_keras.retrieval.semantic_search import cluster
 from sbert_keras.retrieval.semantic_search import semantic_search
 from sbert_keras.runtime.export import export_saved_model
 from sbert_keras.training import hard_negatives
 from sbert_keras.training.siamese import ClassificationSiamese
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import console
 from sbert_keras.utils import defaults
 
@@ -57,8 +57,8 @@ def load_encoder(spec, **kwargs):
 
 # Training files read by the objective's own reader, not by their layout.
 OBJECTIVE_READERS = {
-    "batch-hard": data.read_labelled_sentences_csv,
-    "online-contrastive": data.read_labelled_pairs_csv,
+    "batch-hard": readers.read_labelled_sentences_csv,
+    "online-contrastive": readers.read_labelled_pairs_csv,
 }
 # Files whose layout `read_examples` recognises; distill takes their sentences.
 STRUCTURED_SUFFIXES = (".jsonl", ".csv", ".tsv")
@@ -85,15 +85,15 @@ def read_examples(path, objective=None, limit=None):
         return first(OBJECTIVE_READERS[objective](path), limit)
     if objective == "distill":
         if not path.endswith(STRUCTURED_SUFFIXES):
-            return first(data.read_sentences(path), limit)
-        return first(data.unique_sentences(read_examples(path)), limit)
+            return first(readers.read_sentences(path), limit)
+        return first(readers.unique_sentences(read_examples(path)), limit)
     if path.endswith(".jsonl"):
-        return data.read_nli(path, limit=limit)
+        return readers.read_nli(path, limit=limit)
     with open(path, encoding="utf-8-sig") as f:
         header = f.readline().lower()
     if "\t" not in header and ("anchor" in header or "sentence1" in header):
-        return first(data.read_triplets_csv(path), limit)
-    return first(data.read_sts(path), limit)
+        return first(readers.read_triplets_csv(path), limit)
+    return first(readers.read_sts(path), limit)
 
 
 def first(examples, limit):
@@ -112,10 +112,10 @@ def read_lines(path):
     """The lines of a UTF-8 text file, without line ends (empty lines kept).
 
     Raises:
-        sbert_keras.data.DataFormatError: bytes that are not UTF-8 (a
+        sbert_keras.data.examples.DataFormatError: bytes that are not UTF-8 (a
             Latin-1 or UTF-16 file), naming the file and line.
     """
-    return [line for _, line in data.iter_text_lines(path, skip_empty=False)]
+    return [line for _, line in readers.iter_text_lines(path, skip_empty=False)]
 
 
 def read_eval_sets(sts=None, triplets=None, nli=None):
@@ -129,9 +129,9 @@ def read_eval_sets(sts=None, triplets=None, nli=None):
         sets["sts"] = read_examples(sts)
     if triplets:
         examples = read_examples(triplets)
-        sets["triplets"] = data.nli_to_triplets(examples) if isinstance(examples, data.NLIPairs) else examples
+        sets["triplets"] = readers.nli_to_triplets(examples) if isinstance(examples, readers.NLIPairs) else examples
     if nli:
-        sets["nli"] = data.read_nli(nli)
+        sets["nli"] = readers.read_nli(nli)
     return sets
 
 
@@ -149,11 +149,11 @@ def evaluate_all(encoder, model=None, sts=None, triplets=None, nli=None, batch_s
     if "sts" in sets:
         pairs = sets["sts"]
         metrics.update(
-            evaluation.sts_evaluation(encoder, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size)
+            evaluators.sts_evaluation(encoder, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size)
         )
     if "triplets" in sets:
         t = sets["triplets"]
-        metrics.update(evaluation.triplet_evaluation(encoder, t.anchor, t.positive, t.negative, batch_size=batch_size))
+        metrics.update(evaluators.triplet_evaluation(encoder, t.anchor, t.positive, t.negative, batch_size=batch_size))
     if "nli" in sets:
         if not isinstance(model, ClassificationSiamese):
             raise ValueError(
@@ -161,7 +161,7 @@ def evaluate_all(encoder, model=None, sts=None, triplets=None, nli=None, batch_s
             )
         pairs = sets["nli"]
         metrics.update(
-            evaluation.nli_evaluation(model, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size)
+            evaluators.nli_evaluation(model, pairs.sentence_a, pairs.sentence_b, pairs.labels, batch_size=batch_size)
         )
     return metrics
 
@@ -196,7 +196,7 @@ def cmd_encode(args):
         show_progress=True,
         **prompt_options(args),
     )
-    path = outputs.save_npy(args.output, embeddings)
+    path = atomic_io.save_npy(args.output, embeddings)
     route = encoder.engine.route(args.compute)
     return {
         "texts": len(texts),
@@ -316,7 +316,7 @@ def cmd_export(args):
     path = export_saved_model(
         encoder, args.output, args.overwrite, args.compute, batch_size=args.batch_size, **prompt_options(args)
     )
-    with open(os.path.join(path, outputs.MARKER), encoding="utf-8") as f:
+    with open(os.path.join(path, atomic_io.MARKER), encoding="utf-8") as f:
         marker = json.load(f)
     return {
         "saved_model": args.output,

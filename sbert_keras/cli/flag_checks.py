@@ -25,7 +25,7 @@ import math
 import os
 
 from sbert_keras.retrieval.index_files import check_target
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import backends
 from sbert_keras.utils.checks import check_export_compute
 from sbert_keras.utils.defaults import MAX_LEARNING_RATE
@@ -52,7 +52,7 @@ def check_input(path, flag, folder=False):
 def check_new_file(path, overwrite, flag="--output", create_parents=True):
     """The absolute `path` of an output file, or a `ValueError` naming `flag`: unwritable, a folder, or an
     existing file without `--overwrite`."""
-    path = outputs.check_writable(path, flag, create_parents=create_parents)
+    path = atomic_io.check_writable(path, flag, create_parents=create_parents)
     if os.path.isdir(path):
         raise ValueError(f"{flag} {path} is a folder; give a file name.")
     if os.path.exists(path) and not overwrite:
@@ -95,7 +95,7 @@ def check_evaluate(args):
 
 def check_encode(args):
     check_input(args.input, "--input")
-    check_new_file(outputs.npy_path(args.output), args.overwrite, create_parents=False)
+    check_new_file(atomic_io.npy_path(args.output), args.overwrite, create_parents=False)
 
 
 def check_search(args):
@@ -149,8 +149,8 @@ def check_export(args):
                     f"{flag} does not apply to --format sentence-transformers: the folder holds the float32 "
                     "encoder with its prompts and its full dimension."
                 )
-        replaceable = outputs.SENTENCE_TRANSFORMERS_FILES
-    outputs.prepare_dir(args.output, overwrite=args.overwrite, replaceable=replaceable)
+        replaceable = atomic_io.SENTENCE_TRANSFORMERS_FILES
+    atomic_io.prepare_dir(args.output, overwrite=args.overwrite, replaceable=replaceable)
 
 
 def check_mine_negatives(args):
@@ -170,7 +170,7 @@ def check_mine_negatives(args):
 def check_index(args):
     if args.index_command == "build":
         check_input(args.embeddings, "--embeddings", folder=not str(args.embeddings).endswith(".npy"))
-        check_target(outputs.check_writable(args.output), args.overwrite, flag="--output")
+        check_target(atomic_io.check_writable(args.output), args.overwrite, flag="--output")
     else:
         check_input(args.index, "--index", folder=True)
         check_input(args.queries, "--queries")

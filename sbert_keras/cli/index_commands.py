@@ -15,7 +15,7 @@ import numpy as np
 
 from sbert_keras.cli.arguments import add_command
 from sbert_keras.cli.flag_types import positive_int
-from sbert_keras.data import readers as data
+from sbert_keras.data import readers
 from sbert_keras.retrieval import index
 from sbert_keras.retrieval.index import EmbeddingIndex
 from sbert_keras.retrieval.index_files import KINDS
@@ -101,7 +101,7 @@ def run_search(args, load_encoder):
         load_encoder: callable. `spec -> (encoder, model)`, `sbert_keras.cli.commands.load_encoder`
             (passed in: that module imports TensorFlow, this one is imported by the parser).
     """
-    queries = args.query or [line for _, line in data.iter_text_lines(args.queries) if line.strip()]
+    queries = args.query or [line for _, line in readers.iter_text_lines(args.queries) if line.strip()]
     if not queries:
         raise ValueError(f"--queries {args.queries} has no text lines.")
     loaded = EmbeddingIndex.load(args.index)  # a bad index fails before the model loads

@@ -37,7 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sbert_keras.data import readers as data
+from sbert_keras.data import readers
+from sbert_keras.data.examples import NLIPairs
+from sbert_keras.data.examples import SentencePairs
 
 SMOKE_ENV = "SBERT_SMOKE"
 IN_COLAB = "google.colab" in sys.modules
@@ -263,19 +265,19 @@ def load_sts(split):
     if split not in ("train", "dev"):
         raise ValueError(f'`split` must be "train" or "dev", received {split!r}.')
     if IN_COLAB:
-        return data.load_tfds_stsb("train" if split == "train" else "validation")
+        return readers.load_tfds_stsb("train" if split == "train" else "validation")
     shared = shared_data_dir()
     if shared:
-        return data.read_sts(shared / f"data/stsbenchmark/sts-{split}.csv")
+        return readers.read_sts(shared / f"data/stsbenchmark/sts-{split}.csv")
     rows = [
         (row[0], hypothesis, score) for row in SAMPLE for hypothesis, score in zip(row[1:], SAMPLE_SCORES, strict=True)
     ]
     a, b, scores = zip(*rows, strict=True)
-    return data.SentencePairs(list(a), list(b), np.asarray(scores, "float32"))
+    return SentencePairs(list(a), list(b), np.asarray(scores, "float32"))
 
 
 def load_nli(split, limit=None):
-    """SNLI "train" or "test" as `NLIPairs` (labels index `data.NLI_LABELS`).
+    """SNLI "train" or "test" as `NLIPairs` (labels index `sbert_keras.data.examples.NLI_LABELS`).
 
     Args:
         split: str. "train" (locally the subset file of ../shared) or "test".
@@ -290,11 +292,11 @@ def load_nli(split, limit=None):
         columns = tfds.as_numpy(tfds.load("snli", split=tfds_split, batch_size=-1))
         keep = columns["label"] >= 0  # -1: the annotators reached no consensus
         a, b = ([s.decode() for s in columns[key][keep]] for key in ("premise", "hypothesis"))
-        return data.NLIPairs(a, b, columns["label"][keep].astype("int32"))
+        return NLIPairs(a, b, columns["label"][keep].astype("int32"))
     shared = shared_data_dir()
     if shared:
         name = "snli_1.0_train_subset" if split == "train" else "snli_1.0_test"
-        return data.read_nli(shared / f"data/snli/{name}.jsonl", limit=limit)
+        return readers.read_nli(shared / f"data/snli/{name}.jsonl", limit=limit)
     rows = [(row[0], hypothesis, label) for row in SAMPLE for label, hypothesis in enumerate(row[1:])]
     a, b, labels = zip(*rows, strict=True)
-    return head(data.NLIPairs(list(a), list(b), np.asarray(labels, "int32")), limit)
+    return head(NLIPairs(list(a), list(b), np.asarray(labels, "int32")), limit)

@@ -37,12 +37,12 @@ import keras
 from sbert_keras.cli.commands import evaluate_all
 from sbert_keras.cli.commands import load_encoder
 from sbert_keras.cli.commands import read_examples
-from sbert_keras.data import readers as data
+from sbert_keras.data import examples
 from sbert_keras.training import backup
 from sbert_keras.training import distributed
 from sbert_keras.training import run_readme
-from sbert_keras.training import trainer as training
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.training import trainer
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.checksums import file_sha256
 from sbert_keras.utils.output_lock import OutputLock
@@ -72,7 +72,7 @@ def train_command(args):
         args.output = os.path.join(tempfile.mkdtemp(prefix="sbert-keras-worker-"), "run")
     model_kwargs = train_model_kwargs(args)
     drop_leftover_backup(args.output)
-    target = outputs.prepare_dir(args.output, overwrite=args.overwrite)
+    target = atomic_io.prepare_dir(args.output, overwrite=args.overwrite)
     train = read_examples(args.train, args.objective, args.limit)
     if not len(train):
         skipped = getattr(train, "num_skipped", 0)
@@ -81,20 +81,20 @@ def train_command(args):
     try:
         with warnings.catch_warnings():  # said once, by the training run
             warnings.simplefilter("ignore")
-            training.objective_inputs(args.objective, train, hard_negatives=args.hard_negatives)
+            trainer.objective_inputs(args.objective, train, hard_negatives=args.hard_negatives)
     except (TypeError, ValueError) as error:
         raise ValueError(f"--train {args.train} does not fit --objective {args.objective}: {error}") from None
     dev = read_examples(args.dev) if args.dev else None
-    created = outputs.first_missing_folder(target)
+    created = atomic_io.first_missing_folder(target)
     try:
         with OutputLock(target):
             report = train_into(args, target, train, dev, strategy, model_kwargs)
     finally:
-        outputs.remove_empty_folders(os.path.dirname(target), created)  # made for a run that failed
+        atomic_io.remove_empty_folders(os.path.dirname(target), created)  # made for a run that failed
     if strategy is None or distributed.is_chief(strategy):
         print(
             f"sbert-keras train: the trained encoder is {os.path.join(target, 'encoder.keras')} "
-            f"(SentenceEncoder.from_preset or --model); {os.path.join(target, outputs.RUN_README)} "
+            f"(SentenceEncoder.from_preset or --model); {os.path.join(target, atomic_io.RUN_README)} "
             "says what each file of the run is.",
             file=sys.stderr,
         )
@@ -116,10 +116,10 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
         strategy: a `tf.distribute` strategy or None.
         model_kwargs: dict. `train_model_kwargs(args)`.
     """
-    outputs.prepare_dir(target, overwrite=args.overwrite)  # again, now that no other run can write it
-    work = outputs.partial_dir(target)
+    atomic_io.prepare_dir(target, overwrite=args.overwrite)  # again, now that no other run can write it
+    work = atomic_io.partial_dir(target)
     try:
-        compute = training.set_compute(args.compute)
+        compute = trainer.set_compute(args.compute)
         encoder, _ = load_encoder(args.model, sequence_length=args.sequence_length)
         teacher = load_encoder(args.teacher)[0] if args.teacher else None
         before = evaluate_all(encoder, sts=dev) if dev_is_sts(dev) else {}
@@ -129,7 +129,7 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
         run_info = {"model": args.model, "train_file_sha256": file_sha256(args.train), "limit": args.limit}
         if teacher is not None:
             run_info["teacher"] = args.teacher
-        model, history = training.train_objective(
+        model, history = trainer.train_objective(
             args.objective,
             encoder,
             train,
@@ -152,11 +152,11 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             **model_kwargs,
         )
         seconds = time.perf_counter() - start
-        outputs.pause_for_tests("final save")
+        atomic_io.pause_for_tests("final save")
         for saved, name, with_optimizer in ((encoder, "encoder.keras", False), (model, "model.keras", True)):
             path = os.path.join(work, name)
             disk_space.check_free_space(path, backup.weights_bytes(saved, include_optimizer=with_optimizer))
-            outputs.replace_atomically(saved.save, path, ".keras")
+            atomic_io.replace_atomically(saved.save, path, ".keras")
         report = {
             "objective": args.objective,
             "model": args.model,
@@ -178,19 +178,19 @@ def train_into(args, target, train, dev, strategy, model_kwargs):
             "dev_after": {k[4:]: v[-1] for k, v in history.history.items() if k.startswith("dev_")},
             "history": {k: [float(x) for x in v] for k, v in history.history.items()},
             "encoder": os.path.join(args.output, "encoder.keras"),
-            "training_log": os.path.join(args.output, outputs.TRAINING_LOG),
-            "readme": os.path.join(args.output, outputs.RUN_README),
+            "training_log": os.path.join(args.output, atomic_io.TRAINING_LOG),
+            "readme": os.path.join(args.output, atomic_io.RUN_README),
         }
-        outputs.write_json(os.path.join(work, "metrics.json"), report)
+        atomic_io.write_json(os.path.join(work, "metrics.json"), report)
         keys = ("objective", "epochs", "train_examples", "compute", "backend", "seed")
         settings = {key: report[key] for key in keys}
         settings.update(batch_size=args.batch_size, learning_rate=args.lr, train_seconds=report["train_seconds"])
         files = run_readme.write_run_readme(work, command_line(args), settings, shown_as=args.output)
-        outputs.finalize_dir(work, target, {"command": "train", "files": files})
+        atomic_io.finalize_dir(work, target, {"command": "train", "files": files})
     except BaseException:
-        outputs.remove_partial(work)  # kept only when it holds a backup to resume
+        atomic_io.remove_partial(work)  # kept only when it holds a backup to resume
         raise
-    outputs.pause_for_tests("backup deletion")
+    atomic_io.pause_for_tests("backup deletion")
     backup.RunBackup(os.path.join(target, "backup")).delete()
     return report
 
@@ -218,7 +218,7 @@ def drop_leftover_backup(output):
         output: str. The `--output` folder.
     """
     leftover = os.path.join(output, "backup")
-    if outputs.is_complete(output) and os.path.isdir(leftover):
+    if atomic_io.is_complete(output) and os.path.isdir(leftover):
         shutil.rmtree(leftover)
 
 
@@ -234,4 +234,4 @@ def train_model_kwargs(args):
 
 def dev_is_sts(dev):
     """Whether the dev examples are STS pairs (their score before training is reported too)."""
-    return type(dev) is data.SentencePairs
+    return type(dev) is examples.SentencePairs

@@ -17,7 +17,8 @@ import os
 
 from apache_beam.io.filesystems import FileSystems
 
-from sbert_keras.data import readers as data
+from sbert_keras.data import examples
+from sbert_keras.data import readers
 from sbert_keras.utils.defaults import INPUT_FORMATS
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
@@ -48,17 +49,19 @@ def parse_jsonl_line(path, line_number, line):
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:
-        raise data.DataFormatError(path, line_number, f"invalid JSON ({error})") from None
+        raise examples.DataFormatError(path, line_number, f"invalid JSON ({error})") from None
     if not isinstance(record, dict):
-        raise data.DataFormatError(path, line_number, f"expected a JSON object, found {type(record).__name__}")
+        raise examples.DataFormatError(path, line_number, f"expected a JSON object, found {type(record).__name__}")
     for key in ("id", "text"):
         if key not in record:
-            raise data.DataFormatError(path, line_number, f'missing key {key!r} (expected {{"id": ..., "text": ...}})')
+            raise examples.DataFormatError(
+                path, line_number, f'missing key {key!r} (expected {{"id": ..., "text": ...}})'
+            )
     text, key = record["text"], record["id"]
     if not isinstance(text, str):
-        raise data.DataFormatError(path, line_number, f"'text' is not a string: {text!r}")
+        raise examples.DataFormatError(path, line_number, f"'text' is not a string: {text!r}")
     if isinstance(key, bool) or not isinstance(key, (str, int)):
-        raise data.DataFormatError(path, line_number, f"'id' is not a string or an integer: {key!r}")
+        raise examples.DataFormatError(path, line_number, f"'id' is not a string or an integer: {key!r}")
     return str(key), text
 
 
@@ -67,7 +70,7 @@ def numbered_records(path, input_format="auto", id_prefix=""):
     jsonl = is_jsonl(path, input_format)
     with FileSystems.open(path) as f:
         for line_number, raw in enumerate(iter(f.readline, b""), start=1):
-            line = data._decode_line(path, line_number, raw).removesuffix("\n").removesuffix("\r")
+            line = readers._decode_line(path, line_number, raw).removesuffix("\n").removesuffix("\r")
             if not line.strip():
                 continue
             key, text = parse_jsonl_line(path, line_number, line) if jsonl else (f"{id_prefix}{line_number}", line)
@@ -84,7 +87,7 @@ def read_records(path, input_format="auto", id_prefix=""):
         id_prefix: str. Put before plain-text line numbers.
 
     Raises:
-        sbert_keras.data.DataFormatError: naming the file and 1-based line.
+        sbert_keras.data.examples.DataFormatError: naming the file and 1-based line.
     """
     for _, key, text in numbered_records(path, input_format, id_prefix):
         yield key, text
@@ -128,7 +131,7 @@ def scan_input(files, input_format="auto"):
         `InputSummary`.
 
     Raises:
-        sbert_keras.data.DataFormatError: a bad line, or a duplicate id
+        sbert_keras.data.examples.DataFormatError: a bad line, or a duplicate id
             (naming the file and line of both records).
         ValueError: only blank lines.
     """
@@ -143,7 +146,7 @@ def scan_input(files, input_format="auto"):
             first = seen.setdefault(key, (number, line_number))
             if first != (number, line_number):
                 where = f"{files[first[0]]}, line {first[1]}"
-                raise data.DataFormatError(path, line_number, f"duplicate id {key!r}, first at {where}{SAME_IDS}")
+                raise examples.DataFormatError(path, line_number, f"duplicate id {key!r}, first at {where}{SAME_IDS}")
     if not summary.texts:
         raise ValueError(f"--input {', '.join(files)}: empty input (only blank lines); nothing to encode.")
     return summary

@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils.checksums import file_sha256
 
 try:
@@ -55,11 +55,11 @@ def prepare_output(output, overwrite=False):
     output = os.fspath(output)
     if "://" in output:
         raise ValueError(f"--output {output}: give a local or mounted folder (it is renamed into place).")
-    target = outputs.check_writable(output)
+    target = atomic_io.check_writable(output)
     if os.path.exists(target) and not os.path.isdir(target):
         raise ValueError(f"--output {target} is a file; give a folder.")
     entries = set(os.listdir(target)) if os.path.isdir(target) else set()
-    ours = {name for name in entries if name == outputs.MARKER or fnmatch.fnmatch(name, SHARD_PATTERN)}
+    ours = {name for name in entries if name == atomic_io.MARKER or fnmatch.fnmatch(name, SHARD_PATTERN)}
     if entries - ours:
         raise ValueError(f"--output {target} holds files that are not embedding shards: {min(entries - ours)!r}.")
     if entries and not overwrite:
@@ -74,11 +74,11 @@ def shard_files(folder):
 
 def _read_marker(folder):
     """`(dim, shards, rows, sha256 or None)` that `complete.json` records for `folder`."""
-    with open(os.path.join(folder, outputs.MARKER), encoding="utf-8") as f:
+    with open(os.path.join(folder, atomic_io.MARKER), encoding="utf-8") as f:
         marker = json.load(f)
     if not isinstance(marker.get("shards"), list) or not isinstance(marker.get("texts"), int) or "dim" not in marker:
         raise ValueError(
-            f"embeddings folder {folder}: its {outputs.MARKER} records no shard list, row count (texts) and "
+            f"embeddings folder {folder}: its {atomic_io.MARKER} records no shard list, row count (texts) and "
             "dim; rerun embed-corpus."
         )
     return marker["dim"], marker["shards"], marker["texts"], marker.get("sha256")
@@ -100,9 +100,9 @@ def _check_shards(folder, listed, rows):
     found = sum(_open_shard(os.path.join(folder, name)).metadata.num_rows for name in listed if name in present)
     if not (missing or extra or found != rows):
         return
-    problems = [f"shard(s) {', '.join(missing)} listed in {outputs.MARKER} are missing"] if missing else []
-    problems += [f"shard(s) {', '.join(extra)} are not listed in {outputs.MARKER}"] if extra else []
-    problems.append(f"{outputs.MARKER} records {rows} rows, the listed shards hold {found}")
+    problems = [f"shard(s) {', '.join(missing)} listed in {atomic_io.MARKER} are missing"] if missing else []
+    problems += [f"shard(s) {', '.join(extra)} are not listed in {atomic_io.MARKER}"] if extra else []
+    problems.append(f"{atomic_io.MARKER} records {rows} rows, the listed shards hold {found}")
     raise ValueError(f"embeddings folder {folder} is not the output embed-corpus wrote: {'; '.join(problems)}.")
 
 
@@ -120,14 +120,14 @@ def _checksums(folder, recorded):
         if folder not in _UNVERIFIED:
             _UNVERIFIED.add(folder)
             warnings.warn(
-                f"embeddings folder {folder}: its {outputs.MARKER} records no shard checksums (written by an "
+                f"embeddings folder {folder}: its {atomic_io.MARKER} records no shard checksums (written by an "
                 "earlier release); its shards are read unverified. Rerun `sbert-keras embed-corpus` to add them.",
                 UserWarning,
                 stacklevel=3,
             )
         return None
     if not isinstance(recorded, dict):
-        raise ValueError(f"embeddings folder {folder}: its {outputs.MARKER} records `sha256` that is not a mapping.")
+        raise ValueError(f"embeddings folder {folder}: its {atomic_io.MARKER} records `sha256` that is not a mapping.")
     return recorded
 
 
@@ -135,7 +135,7 @@ def _verify_shard(path, expected):
     """Raises a `ValueError` naming the shard when its SHA-256 is not the one `complete.json` records."""
     if expected != file_sha256(path):
         raise ValueError(
-            f"embeddings shard {path} does not match the SHA-256 its {outputs.MARKER} records: "
+            f"embeddings shard {path} does not match the SHA-256 its {atomic_io.MARKER} records: "
             "it was changed or damaged after it was written."
         )
 
@@ -161,7 +161,7 @@ def _read_shard(path, dim):
         row = int(np.flatnonzero(dims != dim)[0])
         raise ValueError(
             f"embeddings shard {path} holds embeddings of dimension {int(dims[row])} (row {row}), "
-            f"the corpus has dimension {dim} ({outputs.MARKER})."
+            f"the corpus has dimension {dim} ({atomic_io.MARKER})."
         )
     flat = column.flatten().to_numpy(zero_copy_only=False)
     return table.column("id").to_pylist(), flat.astype("float32", copy=False).reshape(-1, dim)
@@ -178,7 +178,7 @@ def read_embeddings(folder):
 
     Raises:
         FileNotFoundError: no such folder.
-        sbert_keras.IncompleteOutputError: no `complete.json` (unfinished run).
+        sbert_keras.utils.atomic_io.IncompleteOutputError: no `complete.json` (unfinished run).
         ValueError: a shard missing, extra, unreadable or changed since it
             was written (its SHA-256), a row count or dimension other than
             `complete.json` records (naming the file).
@@ -188,8 +188,8 @@ def read_embeddings(folder):
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"No such embeddings folder: {folder}")
-    if not outputs.is_complete(folder):
-        raise outputs.IncompleteOutputError(folder, f"no {outputs.MARKER}")
+    if not atomic_io.is_complete(folder):
+        raise atomic_io.IncompleteOutputError(folder, f"no {atomic_io.MARKER}")
     dim, listed, rows, checksums = _read_marker(folder)
     _check_shards(folder, listed, rows)
     checksums = _checksums(folder, checksums)

@@ -63,7 +63,7 @@ from sbert_keras.data.embedding_shards import shard_files
 from sbert_keras.encoder import SentenceEncoder
 from sbert_keras.integrations.beam_arguments import add_arguments  # noqa: F401 (part of this module's API)
 from sbert_keras.training import objectives  # noqa: F401 (registers every model and loss a `.keras` file may hold)
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import backends
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.checks import check_positive_int
@@ -258,7 +258,7 @@ def embed_corpus(
     dim = SentenceEncoder.from_preset(model).embedding_dim
     needed = estimated_bytes(scanned.texts, dim, scanned.id_bytes)
     disk_space.check_free_space(target, needed)
-    work = target + outputs.PARTIAL_SUFFIX
+    work = target + atomic_io.PARTIAL_SUFFIX
     shutil.rmtree(work, ignore_errors=True)  # a killed earlier run: Beam cannot resume it
     os.makedirs(work)
     start = time.perf_counter()
@@ -268,7 +268,7 @@ def embed_corpus(
             marker = {"command": "embed-corpus", "model": os.fspath(model), "input": os.fspath(input)}
             marker.update(texts=scanned.texts, dim=dim, compute=compute, shards=shards)
             marker["sha256"] = shard_checksums(work, shards)  # `read_embeddings` refuses a shard changed since
-            outputs.finalize_dir(work, target, marker)
+            atomic_io.finalize_dir(work, target, marker)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     seconds = time.perf_counter() - start

@@ -7,7 +7,7 @@ paper's triplet loss and batch-hard triplets, `in_batch` the in-batch
 negatives losses, `pair_scores` CoSENT, AnglE and online contrastive,
 `distillation` MSE to a teacher, `matryoshka` the loss over embedding
 prefixes, `replicas` the scaling across `tf.distribute` replicas, and `base`
-what several share. Every loss is importable from `sbert_keras.losses` too.
+what several share.
 
 What each loss expects as `y_pred`, and which model produces it:
 
@@ -26,27 +26,3 @@ The regression objective uses `keras.losses.MeanSquaredError` on the cosine
 and the classification objective `keras.losses.SparseCategoricalCrossentropy`
 on the logits.
 """
-
-from sbert_keras.losses.base import BatchLevelLoss
-from sbert_keras.losses.base import ImpliedTargetLoss
-from sbert_keras.losses.distillation import MSEDistillationLoss
-from sbert_keras.losses.in_batch import InBatchNegativesLoss
-from sbert_keras.losses.in_batch import SymmetricInBatchNegativesLoss
-from sbert_keras.losses.in_batch import in_batch_negatives_loss
-from sbert_keras.losses.in_batch import symmetric_in_batch_negatives_loss
-from sbert_keras.losses.pair_scores import COSENT_SCALE
-from sbert_keras.losses.pair_scores import ONLINE_CONTRASTIVE_MARGIN
-from sbert_keras.losses.pair_scores import AnglELoss
-from sbert_keras.losses.pair_scores import CoSENTLoss
-from sbert_keras.losses.pair_scores import OnlineContrastiveLoss
-from sbert_keras.losses.pair_scores import angle_similarity
-from sbert_keras.losses.pair_scores import cosent_loss
-from sbert_keras.losses.pair_scores import online_contrastive_loss
-from sbert_keras.losses.triplet import BATCH_HARD_DISTANCES
-from sbert_keras.losses.triplet import BATCH_HARD_MARGIN
-from sbert_keras.losses.triplet import BatchHardTripletLoss
-from sbert_keras.losses.triplet import TripletLoss
-from sbert_keras.losses.triplet import batch_hard_triplet_loss
-from sbert_keras.losses.triplet import pairwise_distances
-from sbert_keras.losses.triplet import triplet_loss
-from sbert_keras.losses.triplet import triplet_settings

@@ -302,7 +302,7 @@ def read_parquet_embeddings(directory):
     """`(ids, embeddings)` of an `embed-corpus` output folder: `sbert_keras.data.embedding_shards.read_embeddings`.
 
     Needs pyarrow, not Apache Beam. Raises `ImportError` (no pyarrow), `FileNotFoundError` (no folder),
-    `outputs.IncompleteOutputError` (unfinished run), or `ValueError` naming a missing shard (with the
+    `atomic_io.IncompleteOutputError` (unfinished run), or `ValueError` naming a missing shard (with the
     expected and found row counts) or a shard of another dimension.
     """
     return read_embeddings(directory)

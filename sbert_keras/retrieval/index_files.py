@@ -21,7 +21,7 @@ import shutil
 
 import numpy as np
 
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import disk_space
 from sbert_keras.utils.checksums import file_sha256
 
@@ -95,11 +95,11 @@ def write_folder(path, overwrite, index, kind, ids, params, vectors):
     The free space is checked first (`estimated_bytes`); a full disk met anyway is one
     `DiskFullError` naming `path`, and the working folder is removed.
     """
-    target = outputs.check_writable(path, "path")
+    target = atomic_io.check_writable(path, "path")
     check_target(target, overwrite)
     needed = estimated_bytes(kind, len(ids), params["dim"], ids.itemsize, params["hnsw_m"])
     disk_space.check_free_space(target, needed)
-    work = target + outputs.PARTIAL_SUFFIX
+    work = target + atomic_io.PARTIAL_SUFFIX
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     try:
@@ -110,8 +110,8 @@ def write_folder(path, overwrite, index, kind, ids, params, vectors):
             sha256 = {name: _write_hashed(os.path.join(work, name), write) for name, write in files.items()}
             config = {"format": FORMAT, "kind": kind, "count": len(ids), "faiss": faiss.__version__}
             config.update(params=params, sha256=sha256)
-            outputs.write_json(os.path.join(work, CONFIG_FILE), config)
-            return outputs.finalize_dir(work, target, {"command": "index build", "kind": kind})
+            atomic_io.write_json(os.path.join(work, CONFIG_FILE), config)
+            return atomic_io.finalize_dir(work, target, {"command": "index build", "kind": kind})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -151,8 +151,8 @@ def read_folder(path, mmap):
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise ValueError(f"index path {path} is not a folder (absent or a file).")
-    if not outputs.is_complete(path):
-        raise ValueError(f"index path {path} has no {outputs.MARKER}: not a finished index folder.")
+    if not atomic_io.is_complete(path):
+        raise ValueError(f"index path {path} has no {atomic_io.MARKER}: not a finished index folder.")
     try:
         config = _read_config(path)
     except (OSError, ValueError, KeyError, TypeError) as error:

@@ -2,16 +2,17 @@
 
 The first call of an encoder in a process checks each fast path against the
 float32 Keras graph (`sbert_keras.runtime.engine`) and compiles graphs (XLA for
-single queries, TFLite for int8): seconds on all-MiniLM-L6-v2, tens of
-seconds on a base-size model. Four things make that bearable:
+single queries, TFLite for int8): a first call long enough to be taken
+for a hang, and longer the larger the model (benchmarks/RESULTS.md, "Time
+to the first vector"). Four things make that bearable:
 
 - `status`: one line on stderr when that work starts and one when it ends
   (`encode`, the CLI, `SentenceEncoder.warmup`), so a long first call is
   not mistaken for a hang;
 - `VerdictCache`: each verdict is kept on disk, keyed by a digest of the
   model's weights (`weights_digest`: a strided sample and the sum of each
-  weight, milliseconds where hashing every byte of a base-size model takes
-  about a second) and architecture, the library versions and the CPU, so a
+  weight, far cheaper than hashing every byte of the model) and
+  architecture, the library versions and the CPU, so a
   later process with the same model skips the probe runs (a fast path that
   failed keeps failing, with its warning);
 - `enable_xla_cache` (`sbert_keras.utils.tf_startup`): TensorFlow's
@@ -62,8 +63,8 @@ def weights_digest(variable):
     """A SHA-256 of `variable`'s sum over every element and of up to `KEY_SAMPLES` elements' bits, strided.
 
     A key, not a check: a trained or loaded model differs in every sampled
-    element. The full bytes of a base-size model take about a second to
-    hash; this takes milliseconds.
+    element. Hashing every byte of a large model would add to each cold
+    start; a sample and a sum cost a fraction of that.
     """
     flat = np.ascontiguousarray(np.asarray(variable.numpy())).reshape(-1)
     sample = flat[:: max(1, flat.size // KEY_SAMPLES)]

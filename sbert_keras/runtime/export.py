@@ -14,7 +14,7 @@ graph), and returns `embeddings` (float32, `(n, dim)`) in request order.
 As in `encode`, a prompt (the encoder's default one, or `prompt=`) is
 prepended to every text inside the graph and `truncate_dim` cuts (and
 re-normalises) the vectors, so a TF Serving client sends the bare texts.
-The folder appears only when complete (`outputs.write_dir`: written beside
+The folder appears only when complete (`atomic_io.write_dir`: written beside
 it, then renamed); a full disk leaves nothing and raises
 `disk_space.DiskFullError` naming the space needed.
 
@@ -25,7 +25,7 @@ stays with `encode`, whose XNNPACK route TF Serving cannot run.
 import keras
 
 from sbert_keras.model.prompts import check_truncate_dim
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import backends
 from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.checks import check_export_compute
@@ -147,11 +147,11 @@ def saved_model_bytes(endpoint):
 def _write(archive, endpoint, path, overwrite, marker):
     """Writes the archive to `path` (the one place that touches the disk); `marker` goes to `complete.json`.
 
-    Raises `outputs.DiskFullError` (before writing when the estimate does
+    Raises `atomic_io.DiskFullError` (before writing when the estimate does
     not fit) when the disk is full; nothing is left behind.
     """
     needed = saved_model_bytes(endpoint)
-    outputs.write_dir(lambda work: archive.write_out(work, verbose=False), path, overwrite, marker, needed=needed)
+    atomic_io.write_dir(lambda work: archive.write_out(work, verbose=False), path, overwrite, marker, needed=needed)
 
 
 def export_saved_model(
@@ -235,7 +235,7 @@ def export_saved_model(
             "the matmuls' dtype is `compute`, and encode(precision=...) quantizes stored vectors."
         )
     compute = check_export_compute(compute)
-    outputs.prepare_dir(path, overwrite, flag="path")  # before the tracing work
+    atomic_io.prepare_dir(path, overwrite, flag="path")  # before the tracing work
     if encoder.preprocessor is None:
         raise ValueError("The encoder has no preprocessor; strings cannot be served.")
     batch_size = check_positive_int(batch_size, "batch_size")

@@ -26,7 +26,7 @@ computed once and refreshed exactly when the source variables are written
 methods; a sampled fingerprint also catches most other writes), so a single query
 pays no cast. Every matmul goes through one dispatch point, `dense(x, weights,
 activation, policy)`, where int8 weights plug in as `build_forward`'s
-`int8.MatmulPolicy` says.
+`onednn_int8.MatmulPolicy` says.
 """
 
 import collections
@@ -38,9 +38,9 @@ import numpy as np
 from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.runtime import weight_writes
 from sbert_keras.runtime.fused_support import block_sublayers
-from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
-from sbert_keras.runtime.kernels import onednn_int8 as int8
-from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
+from sbert_keras.runtime.kernels import int8_quantization
+from sbert_keras.runtime.kernels import onednn_int8
+from sbert_keras.runtime.kernels import onednn_layer_norm
 from sbert_keras.utils.backends import tensorflow as tf
 
 SAMPLES_PER_VARIABLE = 32
@@ -59,14 +59,14 @@ ModelWeights = collections.namedtuple(
 def prepare_dense(kernel, bias, precision, role=None, int8_stats=None, int8_recipe=None, host=None):
     """A dense layer's weights in the form `dense` takes for `precision`.
 
-    `"int8"`: `int8_quantize.quantize_role` by `int8_recipe` (of the block
+    `"int8"`: `int8_quantization.quantize_role` by `int8_recipe` (of the block
     `role`, with the block's calibration `int8_stats`); a role the recipe
     keeps in bf16/float32 gets `DenseWeights` (bf16 only where `host` has it).
     """
     if precision != "int8":
         return DenseWeights(tf.cast(kernel, precision), tf.cast(bias, precision))
-    weights = int8_quantize.quantize_role(kernel, bias, role, int8_stats, int8_recipe, host)
-    return weights if isinstance(weights, int8.INT8_WEIGHT_TYPES) else DenseWeights(*weights)
+    weights = int8_quantization.quantize_role(kernel, bias, role, int8_stats, int8_recipe, host)
+    return weights if isinstance(weights, onednn_int8.INT8_WEIGHT_TYPES) else DenseWeights(*weights)
 
 
 def dense(x, weights, activation=None, policy=None):
@@ -75,12 +75,12 @@ def dense(x, weights, activation=None, policy=None):
     Args:
         x: float tensor `(rows, in)`.
         weights: `DenseWeights` (the matmul runs in the kernel's dtype) or
-            int8 weights (`int8.int8_dense`: oneDNN int8 matmul, float32 out).
+            int8 weights (`onednn_int8.int8_dense`: oneDNN int8 matmul, float32 out).
         activation: callable or None.
-        policy: an `int8.MatmulPolicy`, or None (int8 weights as this machine allows).
+        policy: an `onednn_int8.MatmulPolicy`, or None (int8 weights as this machine allows).
     """
-    if isinstance(weights, int8.INT8_WEIGHT_TYPES):
-        return int8.int8_dense(x, weights, activation, policy)
+    if isinstance(weights, onednn_int8.INT8_WEIGHT_TYPES):
+        return onednn_int8.int8_dense(x, weights, activation, policy)
     kernel, bias = weights.kernel, weights.bias
     y = tf.nn.bias_add(tf.matmul(tf.cast(x, kernel.dtype), kernel), bias)
     return y if activation is None else activation(y)
@@ -92,10 +92,10 @@ def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None, host
     Matmul weights go through `prepare_dense` (Keras int8 layers are read
     dequantized); embeddings and LayerNorm parameters stay float32. Query,
     key and value are fused. `int8_stats` (per block, see
-    `int8_quantize.calibrate`), `int8_recipe` and `host` (bf16 roles only
+    `int8_quantization.calibrate`), `int8_recipe` and `host` (bf16 roles only
     where it has bf16) serve `compute="int8"`.
     """
-    kernel_of = int8_quantize.float_kernel
+    kernel_of = int8_quantization.float_kernel
 
     def matmul(kernel, bias, role, i):
         stats = None if int8_stats is None else int8_stats[i]
@@ -135,7 +135,7 @@ def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None, host
     embeddings = backbone.embeddings
     bias = getattr(backbone, "relative_position_bias", None)
     return ModelWeights(
-        int8_quantize.float_embeddings(embeddings.token_embedding),
+        int8_quantization.float_embeddings(embeddings.token_embedding),
         f32(embeddings.position_embedding.position_embeddings),
         norm(backbone.embeddings_layer_norm),
         tuple(blocks),
@@ -150,8 +150,8 @@ class FusedWeights:
         backbone: a backbone that `unsupported_reason` accepts.
         precision: str. The matmul dtype (`"float32"`, `"bfloat16"`, ...) or `"int8"`.
         int8_stats: list or None. Calibration statistics per block
-            (`int8_quantize.calibrate`), for `"int8"`; kept across refreshes.
-        int8_recipe: dict or None (`int8_quantize.DEFAULT_RECIPE`).
+            (`int8_quantization.calibrate`), for `"int8"`; kept across refreshes.
+        int8_recipe: dict or None (`int8_quantization.DEFAULT_RECIPE`).
         host: a `hardware.Host` or None (this machine), for `"int8"`'s bf16 roles.
 
     Example:
@@ -263,9 +263,9 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
         encoder: a `SentenceEncoder` that `unsupported_reason` accepts.
         weights: `FusedWeights` of its backbone.
         fused_norm: bool or None. Whether large inputs may use oneDNN's fused
-            LayerNorm (None: where `onednn.layer_norm_available()`; False for
+            LayerNorm (None: where `onednn_layer_norm.layer_norm_available()`; False for
             XLA, which cannot compile it).
-        matmul_policy: an `int8.MatmulPolicy`: how dense layers run (int8
+        matmul_policy: an `onednn_int8.MatmulPolicy`: how dense layers run (int8
             weights through oneDNN's op, constant or not, or dequantized to a
             float dtype). None: as this machine allows, weights not constant.
 
@@ -282,7 +282,7 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
     relative = getattr(backbone, "relative_position_bias", None)
 
     # Probed here, outside any trace: the probe runs a graph of its own.
-    fused_norm = onednn.layer_norm_available() if fused_norm is None else fused_norm
+    fused_norm = onednn_layer_norm.layer_norm_available() if fused_norm is None else fused_norm
 
     def matmul(x, params, activation=None):
         return dense(x, params, activation, matmul_policy)
@@ -318,12 +318,12 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
 
     def forward(token_ids, padding_mask):
         if not fused_norm:
-            return run(token_ids, padding_mask, onednn.composite_layer_norm)
+            return run(token_ids, padding_mask, onednn_layer_norm.composite_layer_norm)
         # oneDNN's LayerNorm from FUSED_LAYER_NORM_MIN_ROWS tokens; below, the composite is faster.
         return tf.cond(
-            tf.size(token_ids) >= onednn.FUSED_LAYER_NORM_MIN_ROWS,
-            lambda: run(token_ids, padding_mask, onednn.fused_layer_norm),
-            lambda: run(token_ids, padding_mask, onednn.composite_layer_norm),
+            tf.size(token_ids) >= onednn_layer_norm.FUSED_LAYER_NORM_MIN_ROWS,
+            lambda: run(token_ids, padding_mask, onednn_layer_norm.fused_layer_norm),
+            lambda: run(token_ids, padding_mask, onednn_layer_norm.composite_layer_norm),
         )
 
     return forward

@@ -21,11 +21,11 @@ engine (`sbert_keras.runtime.engine`) decides which route runs.
 import keras
 
 from sbert_keras.compat import tensorflow as compat_tf
-from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import fused_support
 from sbert_keras.runtime import strings_graph
-from sbert_keras.runtime.kernels import int8_quantization as int8_quantize
-from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.runtime.kernels import int8_quantization
+from sbert_keras.runtime.kernels import onednn_int8
 from sbert_keras.utils import hardware
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -53,16 +53,16 @@ def int8_setup(encoder, texts=None):
     """`(stats, recipe)` of the fused graph's int8 weights for `encoder`.
 
     An encoder quantized by Keras keeps its own int8 weights and per-row
-    activation scales (`int8_quantize.KERAS_INT8_RECIPE`: the Keras graph's
+    activation scales (`int8_quantization.KERAS_INT8_RECIPE`: the Keras graph's
     arithmetic on oneDNN's int8 kernel). A float encoder is quantized by
-    `int8_quantize.DEFAULT_RECIPE`; a recipe that smooths or uses static
+    `int8_quantization.DEFAULT_RECIPE`; a recipe that smooths or uses static
     ranges is calibrated on `texts` (default:
-    `int8_quantize.CALIBRATION_SENTENCES`) through the Keras graph.
+    `int8_quantization.CALIBRATION_SENTENCES`) through the Keras graph.
     """
     if fused_support.quantized_layers(encoder):
-        return None, int8_quantize.KERAS_INT8_RECIPE
-    if not int8_quantize.needs_calibration(int8_quantize.DEFAULT_RECIPE):
-        return None, int8_quantize.DEFAULT_RECIPE
+        return None, int8_quantization.KERAS_INT8_RECIPE
+    if not int8_quantization.needs_calibration(int8_quantization.DEFAULT_RECIPE):
+        return None, int8_quantization.DEFAULT_RECIPE
     blocks = []
     for block in encoder.backbone.transformer_layers:
         parts = fused_support.block_sublayers(block)
@@ -74,8 +74,10 @@ def int8_setup(encoder, texts=None):
                 "output": parts.output,
             }
         )
-    batches = int8_quantize.calibration_batches(encoder.preprocessor, texts or int8_quantize.CALIBRATION_SENTENCES)
-    return int8_quantize.calibrate(encoder.backbone, blocks, batches), int8_quantize.DEFAULT_RECIPE
+    batches = int8_quantization.calibration_batches(
+        encoder.preprocessor, texts or int8_quantization.CALIBRATION_SENTENCES
+    )
+    return int8_quantization.calibrate(encoder.backbone, blocks, batches), int8_quantization.DEFAULT_RECIPE
 
 
 def keras_forward(model):
@@ -113,7 +115,7 @@ class EncoderGraphs:
         self.trace_count = 0
         self.functions = {}  # ("fused" | "keras" | "xla", precision, ...) -> tf.function
         self.strings = strings_graph.StringsFunctions(encoder.preprocessor)
-        self._weights = {}  # precision -> fused.FusedWeights
+        self._weights = {}  # precision -> fused_graph.FusedWeights
         self._copies = {}  # precision -> a SentenceEncoder copy under a mixed policy
         self._stale = set()  # precisions whose cast weights must be re-computed
         self._quantized = self._unsupported = None  # asked once (`quantize` makes a new engine)
@@ -138,7 +140,9 @@ class EncoderGraphs:
         """The `FusedWeights` of `precision`, synced with the encoder's weights (`force`: re-cast)."""
         if precision not in self._weights:
             stats, recipe = int8_setup(self.encoder) if precision == "int8" else (None, None)
-            self._weights[precision] = fused.FusedWeights(self.encoder.backbone, precision, stats, recipe, self.host)
+            self._weights[precision] = fused_graph.FusedWeights(
+                self.encoder.backbone, precision, stats, recipe, self.host
+            )
         else:
             self._weights[precision].sync(force=force or precision in self._stale)
             self._stale.discard(precision)
@@ -174,7 +178,7 @@ class EncoderGraphs:
         """The traced fused graph of `precision` over `weights` (default: synced), unchecked.
 
         int8's runs oneDNN's op with constant weights where the host allows
-        (`int8.MatmulPolicy.for_host`), so it is traced per weights version and the stale trace dropped.
+        (`onednn_int8.MatmulPolicy.for_host`), so it is traced per weights version and the stale trace dropped.
         """
         weights, int8_graph = weights or self.fused_weights(precision), precision == "int8"
         key = ("fused", precision) + ((weights.version,) if int8_graph else ())
@@ -183,8 +187,8 @@ class EncoderGraphs:
                 self.strings.drop(self.functions.pop(old))
 
         def make():
-            policy = int8.MatmulPolicy.for_host(self.host, constant_weights=True) if int8_graph else None
-            return fused.build_forward(self.encoder, weights, matmul_policy=policy)
+            policy = onednn_int8.MatmulPolicy.for_host(self.host, constant_weights=True) if int8_graph else None
+            return fused_graph.build_forward(self.encoder, weights, matmul_policy=policy)
 
         return self.traced(key, make)
 

@@ -21,7 +21,7 @@ route, compute = choice.select("auto", "batch")  # the fused route, "float32"
 import warnings
 
 from sbert_keras.runtime import self_check
-from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.runtime.kernels import onednn_int8
 from sbert_keras.runtime.routes import base
 from sbert_keras.runtime.routes import fused  # noqa: F401 - each route module registers its route
 from sbert_keras.runtime.routes import keras_graph  # noqa: F401
@@ -86,7 +86,7 @@ class RouteChoice:
         if compute not in (None, "auto"):
             return [resolved, "float32"] if resolved == "int8" else [resolved]  # int8 falls back to float32
         quantized = self.graphs.quantized()
-        if quantized and int8.int8_matmul_available(self.host):
+        if quantized and onednn_int8.int8_matmul_available(self.host):
             resolved = "int8"  # an encoder quantized by Keras runs its int8 weights
         return list(dict.fromkeys(["int8"] * quantized + [resolved, "float32"]))
 

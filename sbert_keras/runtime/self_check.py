@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from sbert_keras.runtime import cold_start
-from sbert_keras.runtime.kernels import onednn_layer_norm as onednn
+from sbert_keras.runtime.kernels import onednn_layer_norm
 
 # Gates of a route against the float32 Keras graph.
 FLOAT32_TOLERANCE = 1e-5
@@ -53,13 +53,13 @@ def probe_check(encoder, reference_run, fused_run, precision, name="fused infere
     """Whether `fused_run` computes what `reference_run` does; warns if not.
 
     Both run the probe batch and that batch repeated into one that takes
-    the fused graph's large-batch kernels (`onednn.FUSED_LAYER_NORM_MIN_ROWS`);
+    the fused graph's large-batch kernels (`onednn_layer_norm.FUSED_LAYER_NORM_MIN_ROWS`);
     `divergence` against the gate of `precision` decides. `name` and
     `fallback` name the checked path and what serves instead in the warning.
     """
     token_ids, mask = probe_batch(encoder)
     reference = np.asarray(reference_run(token_ids, mask))
-    repeat = -(-onednn.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
+    repeat = -(-onednn_layer_norm.FUSED_LAYER_NORM_MIN_ROWS // token_ids.size)
     large = np.asarray(fused_run(np.tile(token_ids, (repeat, 1)), np.tile(mask, (repeat, 1))))
     candidate = np.concatenate([np.asarray(fused_run(token_ids, mask)), large])
     reference = np.concatenate([reference, np.tile(reference, (repeat, 1))])

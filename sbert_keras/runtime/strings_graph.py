@@ -5,8 +5,8 @@ the check for changed weights (`FusedWeights.changed`) run as one
 `tf.function` (`strings_function`). `StringsFunctions` keeps one concrete
 function per forward pass, sequence length (tokenising bakes it in) and
 the weights it checks: calling a concrete function skips `tf.function`'s
-argument binding (hashing its captures), which a few-millisecond query
-would notice.
+argument binding (hashing its captures), a cost a short query would
+notice.
 """
 
 from sbert_keras.utils.backends import tensorflow as tf

@@ -14,20 +14,4 @@ resumable runs, `step_log` the CSV log of every step, `distributed`
 tf.distribute strategies, `hard_negatives` mining, `trainer` the
 `train_objective` run behind `sbert-keras train`, and `run_readme` the
 note that lists a run folder's files.
-`train_objective` and its helpers are importable from `sbert_keras.training` too.
 """
-
-from sbert_keras.model.precision import set_compute
-from sbert_keras.model.precision import set_precision
-from sbert_keras.training.objectives import MODEL_CLASSES
-from sbert_keras.training.schedules import WarmupLinearDecay
-from sbert_keras.training.trainer import SET_VALUED_KEYS
-from sbert_keras.training.trainer import canonical_config
-from sbert_keras.training.trainer import check_hyperparameters
-from sbert_keras.training.trainer import data_hash
-from sbert_keras.training.trainer import dev_callback
-from sbert_keras.training.trainer import run_fingerprint
-from sbert_keras.training.trainer import seed_everything
-from sbert_keras.training.trainer import train_objective
-from sbert_keras.utils.checks import check_positive_int  # noqa: F401 (importable from here too)
-from sbert_keras.utils.defaults import DEFAULT_SAVE_STEPS

@@ -51,7 +51,7 @@ import keras
 import numpy as np
 
 from sbert_keras.compat import keras_training
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import backends
 from sbert_keras.utils import disk_space
 
@@ -352,9 +352,9 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         # Before anything is written: a full disk leaves no empty or half-written backup.
         disk_space.check_free_space(os.path.join(self.backup_dir, name), self._save_bytes)
         os.makedirs(self.backup_dir, exist_ok=True)
-        outputs.replace_atomically(self.model.save_weights, os.path.join(self.backup_dir, name), suffix=".weights.h5")
+        atomic_io.replace_atomically(self.model.save_weights, os.path.join(self.backup_dir, name), suffix=".weights.h5")
         state = saved_state(self.model, epoch, steps, name, self.fingerprint, self.history)
-        outputs.write_json(self._state_path, state)
+        atomic_io.write_json(self._state_path, state)
         for old in os.listdir(self.backup_dir):  # the previous weights, files of a killed save
             if old not in (name, STATE) and (old == previous or ".tmp-" in old):
                 try:

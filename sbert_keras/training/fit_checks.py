@@ -19,7 +19,7 @@ Example:
 ```python
 model = RegressionSiamese(encoder)
 model.compile()
-model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.scale_sts_score` ...
+model.fit((a, b), scores)  # LabelRangeError: ... `sbert_keras.data.examples.scale_sts_score` ...
 ```
 """
 

@@ -131,7 +131,7 @@ def check_label_array(labels, argument, one_per_row=True):
 
 
 def check_examples(examples, argument="train"):
-    """Checks a data dataclass (`data.SentencePairs`, `Triplets`, ...): each field one entry per example.
+    """Checks a data dataclass (`examples.SentencePairs`, `Triplets`, ...): each field one entry per example.
 
     Args:
         examples: a dataclass of `sbert_keras.data.examples`.

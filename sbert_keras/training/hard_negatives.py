@@ -3,7 +3,7 @@
 sentence-transformers' `mine_hard_negatives` (triplet output, no
 cross-encoder), on the project's own search: the anchors and a corpus (by
 default the positives) are encoded, each distinct anchor's nearest corpus
-texts are found by cosine with `search.semantic_search`, and negatives are
+texts are found by cosine with `retrieval.semantic_search`, and negatives are
 taken from them. The candidates of an anchor are, in ST's order:
 
 1. the `range_max + P + 1` nearest distinct corpus texts (`P` the most
@@ -20,8 +20,8 @@ taken from them. The candidates of an anchor are, in ST's order:
    sample of them (`"random"`), by descending score.
 
 Every (anchor, positive) pair gets one triplet per negative of its anchor.
-`write_triplets_csv` writes them atomically (`outputs.replace_atomically`)
-as the `anchor,positive,negative` CSV that `data.read_triplets_csv` reads
+`write_triplets_csv` writes them atomically (`atomic_io.replace_atomically`)
+as the `anchor,positive,negative` CSV that `readers.read_triplets_csv` reads
 and the triplet objectives train on (CSV, not TSV: that reader, and the
 CLI's file sniffing, take a tab-separated file for STS pairs);
 `read_pairs_csv` reads the (anchor, positive) input. The mining itself is written here
@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from sbert_keras.data.readers import Triplets
 from sbert_keras.data.readers import iter_csv_columns
 from sbert_keras.retrieval.semantic_search import semantic_search
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils.arrays import l2_normalize
 from sbert_keras.utils.checks import check_positive_int
 from sbert_keras.utils.checks import check_text_list
@@ -63,7 +63,7 @@ class MinedNegatives:
     """The triplets mined by `mine_hard_negatives`, with their scores.
 
     Args:
-        triplets: `data.Triplets`. One row per (anchor, positive, negative).
+        triplets: `examples.Triplets`. One row per (anchor, positive, negative).
         positive_scores: np.ndarray of float32. Cosine of each row's anchor
             and positive.
         negative_scores: np.ndarray of float32. Cosine of each row's anchor
@@ -263,18 +263,18 @@ def _check_csv_text(text, item):
 
 
 def write_triplets_csv(path, triplets, overwrite=False):
-    """Writes triplets as the CSV that `data.read_triplets_csv` reads, atomically.
+    """Writes triplets as the CSV that `readers.read_triplets_csv` reads, atomically.
 
     A header `anchor,positive,negative`, then one row per triplet, quoted
     where a text holds a comma, a quote or a line break (`\\r` included), so
     every text reads back exactly; a text the reader would refuse (empty, a
     NUL character, a lone surrogate) is refused first, naming it. The file is written
-    to a temporary name and moved into place (`outputs.replace_atomically`),
+    to a temporary name and moved into place (`atomic_io.replace_atomically`),
     so a killed run leaves no half-written file.
 
     Args:
         path: str or path-like. The CSV file.
-        triplets: `data.Triplets` (or `MinedNegatives`) with negatives.
+        triplets: `examples.Triplets` (or `MinedNegatives`) with negatives.
         overwrite: bool. Replace an existing file.
 
     Returns:
@@ -288,14 +288,14 @@ def write_triplets_csv(path, triplets, overwrite=False):
     Example:
     ```python
     write_triplets_csv("triplets.csv", Triplets(["a dog"], ["the dog"], ["a car"]))
-    sbert_keras.data.read_triplets_csv("triplets.csv").negative  # ["a car"]
+    sbert_keras.data.readers.read_triplets_csv("triplets.csv").negative  # ["a car"]
     ```
     """
     if isinstance(triplets, MinedNegatives):
         triplets = triplets.triplets
     if triplets.negative is None:
         raise ValueError("`triplets` has no negatives; a triplet file needs anchor, positive and negative.")
-    path = outputs.check_writable(path, flag="path")
+    path = atomic_io.check_writable(path, flag="path")
     if os.path.isdir(path):
         raise ValueError(f"path {path} is a folder; give a file name.")
     if os.path.exists(path) and not overwrite:
@@ -317,7 +317,7 @@ def write_triplets_csv(path, triplets, overwrite=False):
             f.flush()
             os.fsync(f.fileno())
 
-    return outputs.replace_atomically(write, path, ".csv")
+    return atomic_io.replace_atomically(write, path, ".csv")
 
 
 def read_pairs_csv(path):
@@ -331,12 +331,12 @@ def read_pairs_csv(path):
         path: str or path-like. The UTF-8 CSV file.
 
     Returns:
-        `data.Triplets` with anchors and positives and `negative=None`.
+        `examples.Triplets` with anchors and positives and `negative=None`.
 
     Raises:
-        sbert_keras.data.DataFormatError: no usable header, a short
+        sbert_keras.data.examples.DataFormatError: no usable header, a short
             row, an empty field or invalid CSV, naming the file and line
-            (`sbert_keras.data.iter_csv_columns` reads the file).
+            (`sbert_keras.data.readers.iter_csv_columns` reads the file).
 
     Example:
     ```python

@@ -30,7 +30,15 @@ import warnings
 
 import numpy as np
 
-from sbert_keras.data import readers as data
+from sbert_keras.data.examples import STS_SCORE_MAX
+from sbert_keras.data.examples import LabelledSentences
+from sbert_keras.data.examples import NLIPairs
+from sbert_keras.data.examples import SentencePairs
+from sbert_keras.data.examples import Sentences
+from sbert_keras.data.examples import Triplets
+from sbert_keras.data.examples import nli_to_pairs
+from sbert_keras.data.examples import nli_to_triplets
+from sbert_keras.data.examples import scale_sts_score
 from sbert_keras.losses.pair_scores import CoSENTLoss
 from sbert_keras.losses.pair_scores import OnlineContrastiveLoss
 from sbert_keras.training import fit_checks
@@ -62,15 +70,15 @@ OBJECTIVE_LOSSES = {"cosent": CoSENTLoss, "online-contrastive": OnlineContrastiv
 LABEL_DTYPES = {"classification": "int32", "batch-hard": "int32"}
 # The examples each objective takes, for the error when they do not fit.
 EXPECTED_EXAMPLES = {
-    "regression": (data.SentencePairs, "sentence pairs"),
-    "classification": (data.SentencePairs, "sentence pairs"),
-    "cosent": (data.SentencePairs, "scored sentence pairs"),
-    "angle": (data.SentencePairs, "scored sentence pairs"),
-    "online-contrastive": (data.SentencePairs, "sentence pairs labelled 0 or 1"),
-    "triplet": (data.Triplets, "triplets"),
-    "contrastive": (data.Triplets, "triplets"),
-    "batch-hard": (data.LabelledSentences, "labelled sentences (text,label)"),
-    "distill": (data.Sentences, "sentences"),
+    "regression": (SentencePairs, "sentence pairs"),
+    "classification": (SentencePairs, "sentence pairs"),
+    "cosent": (SentencePairs, "scored sentence pairs"),
+    "angle": (SentencePairs, "scored sentence pairs"),
+    "online-contrastive": (SentencePairs, "sentence pairs labelled 0 or 1"),
+    "triplet": (Triplets, "triplets"),
+    "contrastive": (Triplets, "triplets"),
+    "batch-hard": (LabelledSentences, "labelled sentences (text,label)"),
+    "distill": (Sentences, "sentences"),
 }
 
 
@@ -82,8 +90,8 @@ def check_labels(objective, labels, ok, expected):
 def _from_nli(objective, examples, hard_negatives):
     """NLI pairs as the triplet/contrastive objectives take them."""
     if objective == "contrastive" and not hard_negatives:
-        return data.nli_to_pairs(examples)
-    examples = data.nli_to_triplets(examples)
+        return nli_to_pairs(examples)
+    examples = nli_to_triplets(examples)
     if not len(examples):
         raise ValueError(
             f"The {objective} objective found no premise with both an "
@@ -115,17 +123,17 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3, har
 
     Args:
         objective: str. One of `OBJECTIVES`.
-        examples: `data.SentencePairs` with 0-5 STS scores (regression;
-            rescaled here with `data.scale_sts_score(mapping=sts_mapping)`),
+        examples: `SentencePairs` with 0-5 STS scores (regression;
+            rescaled here with `scale_sts_score(mapping=sts_mapping)`),
             with any finite scores (cosent, angle: ranking losses on the
             raw scores, only their order counts), with 0/1 labels
-            (online-contrastive), `data.NLIPairs` or pairs with class ids
-            (classification), `data.Triplets` (triplet, contrastive; NLI
+            (online-contrastive), `NLIPairs` or pairs with class ids
+            (classification), `Triplets` (triplet, contrastive; NLI
             pairs are turned into triplets, or into entailment pairs for
-            contrastive without hard negatives), `data.LabelledSentences`
-            (batch-hard) or `data.Sentences` (distill; the labels are the
+            contrastive without hard negatives), `LabelledSentences`
+            (batch-hard) or `Sentences` (distill; the labels are the
             teacher's vectors, see `teacher_targets`).
-        sts_mapping: str. See `data.scale_sts_score`.
+        sts_mapping: str. See `scale_sts_score`.
         num_classes: int. Classes of the classification objective.
         hard_negatives: bool. Contrastive only: also train on the third
             column as hard negatives (else the pairs alone, with a warning
@@ -146,13 +154,13 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3, har
         raise ValueError(f"`objective` must be one of {OBJECTIVES}. Received {objective!r}.")
     if hard_negatives and objective != "contrastive":
         raise ValueError(f"`hard_negatives` applies to the contrastive objective only, not {objective}.")
-    if objective in SCORED_PAIR_OBJECTIVES + ("online-contrastive",) and isinstance(examples, data.NLIPairs):
+    if objective in SCORED_PAIR_OBJECTIVES + ("online-contrastive",) and isinstance(examples, NLIPairs):
         raise TypeError(
             f"The {objective} objective trains on STS scores (similarities, e.g. 0-5); received NLI pairs "
             "(labels 0/1/2 are classes, not similarities). Use the classification, "
             "triplet or contrastive objective for NLI data."
         )
-    if objective in ("triplet", "contrastive") and isinstance(examples, data.NLIPairs):
+    if objective in ("triplet", "contrastive") and isinstance(examples, NLIPairs):
         examples = _from_nli(objective, examples, hard_negatives)
     kind, what = EXPECTED_EXAMPLES[objective]
     if not isinstance(examples, kind):
@@ -165,10 +173,10 @@ def objective_inputs(objective, examples, sts_mapping="unit", num_classes=3, har
         check_labels(
             objective,
             examples.labels,
-            lambda y: (y >= 0) & (y <= data.STS_SCORE_MAX),
-            f"STS scores in [0, {data.STS_SCORE_MAX:g}]",
+            lambda y: (y >= 0) & (y <= STS_SCORE_MAX),
+            f"STS scores in [0, {STS_SCORE_MAX:g}]",
         )
-        return pairs, data.scale_sts_score(examples.labels, mapping=sts_mapping), {}
+        return pairs, scale_sts_score(examples.labels, mapping=sts_mapping), {}
     if objective in ("cosent", "angle"):
         check_labels(objective, examples.labels, np.isfinite, "finite similarity scores")
         return pairs, np.asarray(examples.labels, "float32"), {}

@@ -19,7 +19,7 @@ names = write_run_readme("runs/sts.partial", "sbert-keras train ...", {"objectiv
 import datetime
 import os
 
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils.disk_space import format_bytes
 
 BACKUP = "backup"
@@ -41,12 +41,12 @@ FILE_NOTES = {
         "The run's settings and figures: the dev figures before and after training (`dev_before`, `dev_after`) "
         "and each epoch's loss and dev figures (`history`)."
     ),
-    outputs.TRAINING_LOG: (
+    atomic_io.TRAINING_LOG: (
         "One row per training step: `epoch,step,loss,mean_loss,learning_rate` (the step's own loss, the "
         "epoch's running mean that the progress bar showed, and the learning rate applied at the step)."
     ),
-    outputs.RUN_README: "This note.",
-    outputs.MARKER: (
+    atomic_io.RUN_README: "This note.",
+    atomic_io.MARKER: (
         "The completion marker, written last: the run finished and every file here is whole "
         "(loaders refuse a run folder without it)."
     ),
@@ -54,10 +54,10 @@ FILE_NOTES = {
 OTHER_FILE = "Written by this run."
 
 
-def run_files(folder, written_after=(outputs.MARKER,)):
+def run_files(folder, written_after=(atomic_io.MARKER,)):
     """The names a finished run folder holds: `folder`'s entries, this note and `written_after`, less the backup."""
     names = {name for name in os.listdir(folder) if not (name.startswith(".") and ".tmp-" in name)}
-    names |= {outputs.RUN_README, *written_after}
+    names |= {atomic_io.RUN_README, *written_after}
     names.discard(BACKUP)  # deleted once the run is complete
     order = list(FILE_NOTES)
     return sorted(names, key=lambda name: (order.index(name) if name in order else len(order), name))
@@ -74,14 +74,14 @@ def readme_text(folder, names, command, settings, shown_as):
     lines += ["## Files", ""]
     for name in names:
         path = os.path.join(folder, name)
-        sized = os.path.isfile(path) and name != outputs.RUN_README  # the note itself is being written
+        sized = os.path.isfile(path) and name != atomic_io.RUN_README  # the note itself is being written
         size = f" ({format_bytes(os.path.getsize(path))})" if sized else ""
         note = FILE_NOTES.get(name, OTHER_FILE).format(folder=shown_as)
         lines.append(f"- `{name}`{size}: {note}")
     return "\n".join(lines) + "\n"
 
 
-def write_run_readme(folder, command, settings=None, shown_as=None, written_after=(outputs.MARKER,)):
+def write_run_readme(folder, command, settings=None, shown_as=None, written_after=(atomic_io.MARKER,)):
     """Writes `README.md` into a run's folder, listing its files; returns the names listed.
 
     Args:
@@ -100,5 +100,5 @@ def write_run_readme(folder, command, settings=None, shown_as=None, written_afte
         with open(temp, "w", encoding="utf-8") as f:
             f.write(text)
 
-    outputs.replace_atomically(write, os.path.join(folder, outputs.RUN_README), ".md")
+    atomic_io.replace_atomically(write, os.path.join(folder, atomic_io.RUN_README), ".md")
     return names

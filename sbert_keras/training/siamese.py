@@ -195,7 +195,7 @@ class RegressionSiamese(SiameseModel):
         if isinstance(loss, (CoSENTLoss, AnglELoss)):
             return LabelRange("finite similarity scores")
         if getattr(loss, "fn", loss) is keras.losses.mean_squared_error and self.pair_output == "cosine":
-            hint = "Scale 0-5 STS scores first: `sbert_keras.data.scale_sts_score(scores)`."
+            hint = "Scale 0-5 STS scores first: `sbert_keras.data.examples.scale_sts_score(scores)`."
             return LabelRange("cosine targets in [-1, 1]", -1, 1, hint=hint)
         return None
 

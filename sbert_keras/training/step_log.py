@@ -39,7 +39,7 @@ import os
 import keras
 import numpy as np
 
-from sbert_keras.utils import atomic_io as outputs
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils.disk_space import DiskFullError
 from sbert_keras.utils.disk_space import free_bytes
 
@@ -132,4 +132,4 @@ class StepLog(keras.callbacks.Callback):
             with open(temp, "w", encoding="utf-8", newline="") as f:
                 f.write(text.getvalue())
 
-        outputs.replace_atomically(write, self.path, ".csv")
+        atomic_io.replace_atomically(write, self.path, ".csv")

@@ -25,7 +25,9 @@ import keras
 import numpy as np
 
 from sbert_keras.compat import keras_training
-from sbert_keras.data import readers as data
+from sbert_keras.data.examples import NLIPairs
+from sbert_keras.data.examples import Triplets
+from sbert_keras.data.examples import nli_to_triplets
 from sbert_keras.evaluation.evaluators import EvaluationCallback
 from sbert_keras.losses import replicas
 from sbert_keras.model.precision import set_compute  # noqa: F401 (public here too)
@@ -107,11 +109,11 @@ def seed_everything(seed, model=None):
 def dev_callback(objective, model, dev, prefix="dev_", verbose=0):
     """An `EvaluationCallback` suited to the dev data's kind (`verbose`: one line per evaluation)."""
     kwargs = {"prefix": prefix, "verbose": verbose}
-    if isinstance(dev, data.NLIPairs) and objective == "classification":
+    if isinstance(dev, NLIPairs) and objective == "classification":
         return EvaluationCallback.nli(model, dev.sentence_a, dev.sentence_b, dev.labels, **kwargs)
-    if isinstance(dev, data.NLIPairs):
-        dev = data.nli_to_triplets(dev)
-    if isinstance(dev, data.Triplets):
+    if isinstance(dev, NLIPairs):
+        dev = nli_to_triplets(dev)
+    if isinstance(dev, Triplets):
         return EvaluationCallback.triplets(model.encoder, dev.anchor, dev.positive, dev.negative, **kwargs)
     return EvaluationCallback.sts(model.encoder, dev.sentence_a, dev.sentence_b, dev.labels, **kwargs)
 
@@ -256,7 +258,7 @@ def train_objective(
             epoch's.
         sts_mapping: str. How the regression objective maps 0-5 scores to
             cosine targets: `"unit"` (score / 5) or `"keras-io"`
-            (score / 2.5 - 1); see `data.scale_sts_score`.
+            (score / 2.5 - 1); see `sbert_keras.data.examples.scale_sts_score`.
         save_freq: `"epoch"` or int. Back up at each epoch end, or also
             every `save_freq` steps (a kill then loses at most that many).
         overwrite: bool. Discard a backup left by a different run (else a

@@ -6,8 +6,8 @@ checks that name the bad input), `console` (logging and progress bars),
 `output_lock` (one writer per output folder), `model_files` (the one
 reader of a model folder's JSON files), `hardware` (CPU flags, GPU, the
 precision `"auto"` picks), `arrays` (NumPy row normalisation),
-`module_paths` (the module paths of earlier releases), `import_hooks` (a
-function run right after, or around, another library's import),
+`import_hooks` (a function run right after, or around, another
+library's import),
 `backends` (which Keras backend runs, whether TensorFlow is installed,
 and TensorFlow imported only when a TensorFlow feature uses it),
 `tf_startup` (what is set up when sbert_keras imports TensorFlow: its

@@ -38,7 +38,8 @@ CLIP_NORM = 1.0
 NO_WEIGHT_DECAY = ("bias", "gamma", "beta")
 
 # Training backups (`sbert-keras train`): every this many steps and at each
-# epoch end; a kill loses at most these steps (one MiniLM-size save ~1 s).
+# epoch end; a kill loses at most these steps, and saves this far apart cost
+# little next to the steps between them.
 DEFAULT_SAVE_STEPS = 500
 
 # === Objectives ===
@@ -92,9 +93,8 @@ ENCODE_BATCH_SIZE = 32
 KERAS_BATCH_SIZE = 32
 # Batches in flight at once in `encode` on a CPU (and in the exported SavedModel's
 # in-graph batch loop): while one batch runs a single-threaded op (LayerNorm,
-# softmax, a cast), the other's matmul uses the idle core. Measured on 2
-# cores, MiniLM bf16, 3,000 STS-B dev sentences, batch 32, interleaved in one
-# process: 1 -> 535-627 texts/s, 2 -> 665-730, 3 -> 676-731, 4 -> 712-775.
+# softmax, a cast), the other's matmul uses the idle core. On a 2-core CPU,
+# two batches in flight encode faster than one, and more add little.
 CONCURRENT_BATCHES = 2
 
 # === Compute paths and output precisions ===

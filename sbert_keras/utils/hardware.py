@@ -57,8 +57,7 @@ class Host:
         """`precision`, or what runs instead where it has no fast kernels (a resolved word, not `"auto"`).
 
         TensorFlow's CPU kernels have no fast float16 matmul: `"float16"`
-        without a GPU runs at about one text per second on a base-size
-        model. It runs as `"bfloat16"` where the CPU has AVX512-BF16/AMX (the
+        without a GPU is far slower than float32. It runs as `"bfloat16"` where the CPU has AVX512-BF16/AMX (the
         same 8-bit-exponent speed-up, and the same self-check gate), else as
         `"float32"`.
 

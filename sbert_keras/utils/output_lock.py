@@ -59,10 +59,10 @@ class OutputLock:
     """Holds `<target>.lock` while a run writes `target`; refuses a second writer.
 
     Creates the target's parent folder if missing (the caller removes it
-    again when the run fails: `outputs.remove_empty_folders`).
+    again when the run fails: `atomic_io.remove_empty_folders`).
 
     Args:
-        target: str. The output folder (absolute, as `outputs.prepare_dir` returns it).
+        target: str. The output folder (absolute, as `atomic_io.prepare_dir` returns it).
     """
 
     def __init__(self, target):

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from sbert_keras.compat import keras as keras_compat
-from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.runtime.kernels import onednn_int8
 from sbert_keras.utils.backends import tensorflow as tf
 
 ROLES = ("qkv", "attention_output", "intermediate", "output")
@@ -38,7 +38,7 @@ ROLES = ("qkv", "attention_output", "intermediate", "output")
 # Keras's per-row activation scales, so the fast path computes what Keras's
 # int8 layers compute.
 KERAS_INT8_RECIPE = dict.fromkeys(ROLES, ("token", None))
-# role -> "bfloat16" | "float32" | (activation mode of `int8.make_weights`, smoothing).
+# role -> "bfloat16" | "float32" | (activation mode of `onednn_int8.make_weights`, smoothing).
 # Smoothing: None, a SmoothQuant alpha, or "outliers" (`outlier_scale`).
 DEFAULT_RECIPE = dict.fromkeys(ROLES, ("row", None))
 BATCH_SCALE_RECIPE = {
@@ -148,13 +148,13 @@ def outlier_scale(input_max, percentile=99.0):
 
 
 def quantize_dense(kernel, bias, mode="dynamic", input_max=None, alpha=None, input_min=None):
-    """Int8 weights of a float dense layer, in the form `int8.int8_dense` takes.
+    """Int8 weights of a float dense layer, in the form `onednn_int8.int8_dense` takes.
 
     Args:
         kernel: float `(in, out)`.
         bias: float `(out,)`.
         mode: str. Activation quantization: `"dynamic"`, `"token"`, `"row"`,
-            `"static"` or `"static_u8"` (see `int8.make_weights`).
+            `"static"` or `"static_u8"` (see `onednn_int8.make_weights`).
         input_max: float `(in,)` or None. Calibrated max |activation| per
             input channel (`calibrate`); needed by the static modes and by
             smoothing.
@@ -184,7 +184,7 @@ def quantize_dense(kernel, bias, mode="dynamic", input_max=None, alpha=None, inp
         # x @ k = (x / s + shift) @ (s k) - shift @ (s k), with the quantized s k.
         dequantized = tf.cast(q, "float32") * (kernel_range / 127.0)
         bias = tf.cast(bias, "float32") - tf.linalg.matvec(dequantized, input_shift, transpose_a=True)
-    return int8.make_weights(q, kernel_range, bias, mode, 1.0 / smooth, input_range, input_shift)
+    return onednn_int8.make_weights(q, kernel_range, bias, mode, 1.0 / smooth, input_range, input_shift)
 
 
 def needs_calibration(recipe):
@@ -207,11 +207,11 @@ def quantize_role(kernel, bias, role, stats=None, recipe=None, host=None):
 
     Returns:
         `(kernel, bias)` cast to bf16 (float32 on CPUs without it) or float32 for float roles, else int8
-        weights (`int8.INT8_WEIGHT_TYPES`).
+        weights (`onednn_int8.INT8_WEIGHT_TYPES`).
     """
     spec = (recipe or DEFAULT_RECIPE)[role]
     if isinstance(spec, str):  # bf16 only where the CPU has it (TensorFlow's bf16 matmul is slow elsewhere)
-        dtype = int8.fallback_dtype(host) if spec == "bfloat16" else spec
+        dtype = onednn_int8.fallback_dtype(host) if spec == "bfloat16" else spec
         return tf.cast(kernel, dtype), tf.cast(bias, dtype)
     mode, alpha = spec
     input_max, input_min = (None, None) if stats is None else stats[role]

@@ -6,14 +6,14 @@ kernels) over weights cast once and refreshed when they change. It is
 usable wherever `fused_support.unsupported_reason` accepts the encoder, and checked
 once per precision against the float32 Keras graph (`self_check.probe_check`).
 `compute="auto"` picks its int8 only where oneDNN runs int8 matmuls
-(`int8.int8_matmul_available`); an explicit int8 request runs it anyway
+(`onednn_int8.int8_matmul_available`); an explicit int8 request runs it anyway
 (dequantized). It is what SavedModels serve in a float compute path
 (`forward`), with its weights in their cast and fused form.
 """
 
-from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import self_check
-from sbert_keras.runtime.kernels import onednn_int8 as int8
+from sbert_keras.runtime.kernels import onednn_int8
 from sbert_keras.runtime.routes import base
 from sbert_keras.utils.defaults import EXPORT_COMPUTES
 
@@ -39,7 +39,7 @@ class FusedRoute(base.Route):
         return self.graphs.fused_supported()
 
     def fast(self, precision):
-        return precision != "int8" or int8.int8_matmul_available(self.host)
+        return precision != "int8" or onednn_int8.int8_matmul_available(self.host)
 
     def check(self, precision):
         graphs = self.graphs
@@ -61,5 +61,5 @@ class FusedRoute(base.Route):
         """The fused forward pass over its cast weights."""
         weights = self.graphs.fused_weights(precision)
         projections = list(getattr(self.encoder, "projections", None) or [])
-        forward = fused.build_forward(self.encoder, weights)
+        forward = fused_graph.build_forward(self.encoder, weights)
         return forward, [weights.module] + projections

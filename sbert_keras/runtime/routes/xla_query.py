@@ -34,7 +34,7 @@ import warnings
 
 import numpy as np
 
-from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.routes import base
 from sbert_keras.utils.backends import tensorflow as tf
@@ -97,7 +97,7 @@ class XlaQueryRoute(base.Route):
         """The XLA-compiled float32 fused forward pass (traced once, compiled per shape)."""
         graphs = self.graphs
         weights = graphs.fused_weights("float32")
-        make = lambda: fused.build_forward(graphs.encoder, weights, fused_norm=False)  # noqa: E731
+        make = lambda: fused_graph.build_forward(graphs.encoder, weights, fused_norm=False)  # noqa: E731
         return graphs.traced(("xla", "float32"), make, jit_compile=True)
 
     def check(self, precision):

@@ -3,7 +3,7 @@
 Why this route: `encode` in int8 is matmul-bound, and the fastest int8
 matmuls TensorFlow ships on CPU are XNNPACK's, inside its TFLite runtime.
 The TFLite converter's dynamic-range quantization of the fused graph
-(`fused.build_forward`, float32 weights) stores per-output-channel int8
+(`fused_graph.build_forward`, float32 weights) stores per-output-channel int8
 weights, and XNNPACK quantizes each matmul's activations per row at run
 time (its QD8 kernels, `vpdpbusd` with VNNI): every matmul runs in int8,
 the vectors stay within the int8 self-check gate of float32, and it runs
@@ -23,7 +23,7 @@ it holds no int8 at all (`defaults.EXPORT_COMPUTES`). Set
 Example:
 ```python
 encoder.encode(texts, compute="int8")  # through `XnnpackInt8Route` where the CPU has VNNI/AMX
-forward = tf.function(fused.build_forward(encoder, weights, fused_norm=False), input_signature=signature())
+forward = tf.function(fused_graph.build_forward(encoder, weights, fused_norm=False), input_signature=signature())
 run = Runner(convert(forward), version=weights.version)
 pooled = run(token_ids, padding_mask)  # float32 numpy array
 ```
@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from sbert_keras.runtime import fused_graph as fused
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime import strings_graph
 from sbert_keras.runtime.routes import base
@@ -174,7 +174,7 @@ class XnnpackInt8Route(base.Route):
         """
         weights = weights or self.graphs.fused_weights("float32")
         if self.interpreter is None or self.interpreter.version != weights.version:
-            forward = fused.build_forward(self.encoder, weights, fused_norm=False)
+            forward = fused_graph.build_forward(self.encoder, weights, fused_norm=False)
             self.interpreter = None  # the old interpreter's memory goes before the new one is built
             self.interpreter = Runner(convert(tf.function(forward, input_signature=signature())), weights.version)
         return self.interpreter
