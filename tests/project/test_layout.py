@@ -1,9 +1,13 @@
-"""The package stays readable: no module over 400 lines, no class over 150.
+"""The package stays readable: no module over 400 lines, no class over 150; its tests mirror it.
 
 Modules and classes count every line, docstrings included, in every module
 of every subpackage. The failure names each module or class over its limit
 and its length, so a change that grows one is split, by job, before it
 lands; `docs/architecture.md` says which subpackage each job belongs to.
+
+Each test file sits where the module it tests sits: `tests/<subpackage>/
+test_<module>.py`. The failure names each test file that names no module
+and each test folder that is no subpackage.
 """
 
 import ast
@@ -65,4 +69,75 @@ def test_the_check_names_what_is_too_long(tmp_path):
     assert too_long([big_class, big_module]) == [
         "sbert_keras/big.py:Big: 202 lines (limit 150)",
         "sbert_keras/long.py: 401 lines (limit 400)",
+    ]
+
+
+# The tests mirror the package: `tests/<subpackage>/test_<module>.py` (or `test_<module>_<aspect>.py`) tests
+# `sbert_keras/<subpackage>/<module>.py`, `tests/test_<module>.py` a module of the package's top level
+# (`encoder.py`, `encoding.py`). Two folders of their own: `project/` checks the whole repository (docs,
+# layers, packaging), `benchmarks/` the scripts of `benchmarks/`, one test file named after each script.
+# The rest are support folders, named here; every test folder is a package (`__init__.py`), so a basename
+# may repeat in two folders (pytest's default `prepend` import mode).
+TESTS = PACKAGE.parent / "tests"
+BENCHMARKS = PACKAGE.parent / "benchmarks"
+OWN_RULES = ("project", "benchmarks")
+SUPPORT = ("backends", "fixtures", "peer", "saved_models")
+
+
+def tested_module(stem, folder):
+    """The module or subpackage of `folder` that `test_<stem>.py` names (`<module>` or `<module>_<aspect>`)."""
+    name = stem.removeprefix("test_")
+    while name:
+        if (folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file():
+            return name
+        name = name.rpartition("_")[0]
+    return None
+
+
+def misplaced_tests(tests=TESTS, package=PACKAGE, benchmarks=BENCHMARKS):
+    """`"tests/<path>: why"` for each test file or folder that does not mirror what it tests."""
+    found = []
+    for path in sorted(tests.rglob("*")):
+        relative = path.relative_to(tests)
+        shown_path = f"tests/{relative.as_posix()}"
+        if relative.parts[0] in SUPPORT or "__pycache__" in relative.parts:
+            continue
+        if path.is_dir():
+            if relative.parts[0] not in OWN_RULES and not (package / relative / "__init__.py").is_file():
+                found.append(f"{shown_path}: no subpackage sbert_keras/{relative.as_posix()}")
+            if not (path / "__init__.py").is_file():
+                found.append(f"{shown_path}: no __init__.py")
+            continue
+        if not (path.name.startswith("test_") and path.suffix == ".py") or relative.parts[0] == "project":
+            continue
+        where = benchmarks if relative.parts[0] == "benchmarks" else package.joinpath(*relative.parts[:-1])
+        if tested_module(path.stem, where) is None:
+            named = "/".join(("sbert_keras", *relative.parts[:-1])) if where != benchmarks else "benchmarks"
+            found.append(f"{shown_path}: names no module of {named}")
+    return found
+
+
+def test_the_tests_mirror_the_package():
+    assert not misplaced_tests(), "move or rename: " + "; ".join(misplaced_tests())
+    assert len(list(TESTS.glob("*/*/test_*.py"))) > 3, "the check walks the sub-folders of a subpackage too"
+
+
+def test_the_mirror_check_names_what_is_misplaced(tmp_path):
+    package, tests, benchmarks = tmp_path / "sbert_keras", tmp_path / "tests", tmp_path / "benchmarks"
+    for folder in (package / "retrieval", tests / "retrieval", tests / "search", tests / "benchmarks", benchmarks):
+        folder.mkdir(parents=True)
+    for path in (package / "retrieval" / "__init__.py", package / "retrieval" / "index.py", package / "encoder.py"):
+        path.write_text("")
+    for path in (tests / "retrieval" / "__init__.py", tests / "benchmarks" / "__init__.py", benchmarks / "recipes.py"):
+        path.write_text("")
+    for name in ("retrieval/test_index.py", "retrieval/test_index_files.py", "retrieval/test_search.py"):
+        (tests / name).write_text("")
+    for name in ("test_encoder.py", "test_inference.py", "benchmarks/test_recipes.py", "benchmarks/test_gpu.py"):
+        (tests / name).write_text("")
+    assert misplaced_tests(tests, package, benchmarks) == [
+        "tests/benchmarks/test_gpu.py: names no module of benchmarks",
+        "tests/retrieval/test_search.py: names no module of sbert_keras/retrieval",
+        "tests/search: no subpackage sbert_keras/search",
+        "tests/search: no __init__.py",
+        "tests/test_inference.py: names no module of sbert_keras",
     ]
