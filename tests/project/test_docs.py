@@ -2,9 +2,10 @@
 
 - README.md is a product page: under 25 KB (depth lives in docs/, figures in
   benchmarks/RESULTS.md and benchmarks/HISTORY.md).
-- Every relative link of README.md, CHANGELOG.md, docs/*.md and
-  benchmarks/*.md points to a file that exists, and a `#fragment` to a
-  heading of that file (GitHub's heading anchors).
+- Every relative link of README.md, CHANGELOG.md, docs/*.md,
+  benchmarks/*.md and benchmarks/experiments/*.md points to a file that
+  exists, and a `#fragment` to a heading of that file (GitHub's heading
+  anchors).
 - No project file speaks of the project's own history of work (numbered
   stops or issues, unfinished work, deadlines): measurements are keyed by
   date and commit in benchmarks/HISTORY.md instead.
@@ -16,7 +17,7 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 README_MAX_BYTES = 25_000
-LINKED_PAGES = ["README.md", "CHANGELOG.md", "docs/*.md", "benchmarks/*.md"]
+LINKED_PAGES = ["README.md", "CHANGELOG.md", "docs/*.md", "benchmarks/*.md", "benchmarks/experiments/*.md"]
 SCANNED = ["README.md", "CHANGELOG.md", "docs", "benchmarks", "sbert_keras", "notebooks", "tests"]
 TEXT_SUFFIXES = {".md", ".py", ".txt", ".toml", ".json", ".ipynb", ".csv", ".cfg"}
 # Pages that another change adds: a link to one is accepted while the page is

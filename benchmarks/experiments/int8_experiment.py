@@ -8,7 +8,7 @@ sentences) activation ranges. Prints one JSON line per recipe: min and mean
 cosine to float32, dev Spearman, texts/s, and the bf16 fused pass measured
 in the same run.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/int8_experiment.py [--quick] [--recipes a,b]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/experiments/int8_experiment.py [--quick] [--recipes a,b]
 """
 
 import math
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
 
 common.silence_tensorflow()

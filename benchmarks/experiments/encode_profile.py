@@ -19,16 +19,14 @@ share of each TensorFlow op type in a full step-stats trace (the frozen
 graph run through a `tf.compat.v1.Session`, as TensorFlow's own timeline
 does). Matmul-type ops are summed in `matmul_share`.
 
-    .venv/bin/python benchmarks/encode_profile.py [--quick] [--repeats N]
+    .venv/bin/python benchmarks/experiments/encode_profile.py [--quick] [--repeats N]
 """
 
 import collections
-import statistics
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
 
 common.silence_tensorflow()
@@ -36,25 +34,6 @@ common.silence_tensorflow()
 NAME = "encode_profile"
 BATCH_SIZE = 32
 TOP_OPS = 8
-
-
-def median_ms(function, feed, repeats):
-    function(*feed)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function(*feed).numpy()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
-def matmul_gflops(m, k, n, dtype, repeats):
-    import tensorflow as tf
-
-    a = tf.cast(tf.random.normal([m, k]), dtype)
-    b = tf.cast(tf.random.normal([k, n]), dtype)
-    milliseconds = median_ms(tf.function(tf.matmul), (a, b), repeats)
-    return 2.0 * m * k * n / milliseconds / 1e6
 
 
 def op_shares(concrete, feed, runs):
@@ -142,11 +121,11 @@ def main():
             benchmark=NAME,
             kind="matmul",
             shape=[m, k, n],
-            **{f"{dtype}_gflops": matmul_gflops(m, k, n, dtype, repeats) for dtype in ("float32", "bfloat16")},
+            **{f"{dtype}_gflops": common.matmul_gflops(m, k, n, dtype, repeats) for dtype in ("float32", "bfloat16")},
         )
 
     for name, function in graphs.items():
-        fields = dict(benchmark=NAME, kind="graph", graph=name, ms_per_batch=median_ms(function, feed, repeats))
+        fields = dict(benchmark=NAME, kind="graph", graph=name, ms_per_batch=common.median_ms(function, feed, repeats))
         if not name.endswith("_xla"):
             shares = op_shares(function.get_concrete_function(), feed, 3 if args.quick else 10)
             fields["matmul_share"] = sum(v for k, v in shares.items() if "MatMul" in k or "Einsum" in k)

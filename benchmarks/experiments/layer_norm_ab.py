@@ -13,14 +13,14 @@ Printed: texts/s of every pass and the best, single-query median/p90 (one
 sentence, what the composite branch serves), and the largest difference of
 the two encoders' vectors.
 
-    .venv/bin/python benchmarks/layer_norm_ab.py [--compute bfloat16] [--passes 5] [--quick]
+    .venv/bin/python benchmarks/experiments/layer_norm_ab.py [--compute bfloat16] [--passes 5] [--quick]
 """
 
 import sys
 from pathlib import Path
 from unittest import mock
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
 import cpu_timing  # noqa: E402
 
