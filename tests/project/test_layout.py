@@ -84,7 +84,7 @@ OWN_RULES = ("project", "benchmarks")
 SUPPORT = ("backends", "fixtures", "peer", "saved_models")
 
 
-def tested_module(stem, folder):
+def module_named(stem, folder):
     """The module or subpackage of `folder` that `test_<stem>.py` names (`<module>` or `<module>_<aspect>`)."""
     name = stem.removeprefix("test_")
     while name:
@@ -111,7 +111,7 @@ def misplaced_tests(tests=TESTS, package=PACKAGE, benchmarks=BENCHMARKS):
         if not (path.name.startswith("test_") and path.suffix == ".py") or relative.parts[0] == "project":
             continue
         where = benchmarks if relative.parts[0] == "benchmarks" else package.joinpath(*relative.parts[:-1])
-        if tested_module(path.stem, where) is None:
+        if module_named(path.stem, where) is None:
             named = "/".join(("sbert_keras", *relative.parts[:-1])) if where != benchmarks else "benchmarks"
             found.append(f"{shown_path}: names no module of {named}")
     return found
