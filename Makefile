@@ -67,7 +67,7 @@ test: install-dev lint fixtures
 # sentence-transformers, so both come with --no-deps, after requirements-backends.txt (their other
 # dependencies). `--confcutdir` keeps tests/conftest.py (TensorFlow's fixtures) out of this run. The
 # editable install's by-product sbert_keras.egg-info is removed: in the checkout, pip would take it for an
-# installed sbert_keras (tests/test_packaging.py installs the wheel from here).
+# installed sbert_keras (tests/project/test_packaging.py installs the wheel from here).
 $(VENV_BACKENDS)/.core: requirements-backends.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_BACKENDS)
 	$(PY_BACKENDS) -m pip install -q --upgrade pip "setuptools>=61"
@@ -87,7 +87,7 @@ $(VENV_PEER)/.core: requirements-peer.txt
 	$(PY_PEER) -m pip install -q $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements-peer.txt
 	touch $@
 
-# Also the python of tests/test_st_peer.py: `export SBERT_PEER_PYTHON=$PWD/.venv-peer/bin/python`.
+# Also the python of tests/checkpoints/test_st_writer_peer.py: `export SBERT_PEER_PYTHON=$PWD/.venv-peer/bin/python`.
 install-peer: $(VENV_PEER)/.core
 
 # tests/fixtures/{distilbert-dense,mpnet,xlm-roberta}: generated again only when one is missing or the script

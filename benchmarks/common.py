@@ -1,4 +1,4 @@
-"""Shared helpers of the benchmarks: JSON-line output, data and peer lookup.
+"""Shared helpers of the benchmarks: JSON-line output, data and peer lookup, matmul timing.
 
 Every benchmark prints JSON lines only (one object per line, on stdout);
 progress bars and logs go to stderr. The peer (sentence-transformers +
@@ -12,6 +12,7 @@ import collections
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import threading
@@ -369,3 +370,40 @@ def fit_timer():
 def last_history(history):
     """The last value of each metric of a Keras `History`."""
     return {key: float(values[-1]) for key, values in history.history.items() if values}
+
+
+def median_ms(function, feed, repeats):
+    """Median milliseconds of `function(*feed)` over `repeats` runs, after one untimed call.
+
+    Args:
+        function: a TensorFlow function (its result has `.numpy()`).
+        feed: the positional arguments.
+        repeats: the number of timed runs.
+
+    Example: `median_ms(tf.function(tf.matmul), (a, b), 10)`.
+    """
+    function(*feed)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function(*feed).numpy()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def matmul_gflops(m, k, n, dtype, repeats):
+    """GFLOP/s of a bare `m x k @ k x n` `tf.matmul` in `dtype` (median of `repeats` runs).
+
+    Args:
+        m, k, n: the matmul's shape.
+        dtype: `"float32"`, `"bfloat16"`, ...
+        repeats: the number of timed runs.
+
+    Example: `matmul_gflops(2048, 2048, 2048, "bfloat16", 10)`, a practical peak of the cores.
+    """
+    import tensorflow as tf
+
+    a = tf.cast(tf.random.normal([m, k]), dtype)
+    b = tf.cast(tf.random.normal([k, n]), dtype)
+    milliseconds = median_ms(tf.function(tf.matmul), (a, b), repeats)
+    return 2.0 * m * k * n / milliseconds / 1e6

@@ -42,7 +42,7 @@ of the 16 pairs at their padded widths (ours: the bucket width of the batch;
 the peer: each column's widths, from its own tokenizer). The GFLOP/s of the
 timed steps is set against a bare `tf.matmul` measured in the same run at
 the feed-forward shape (16 x median padded width, hidden x intermediate,
-`encode_profile.matmul_gflops`), in bfloat16 (`fraction_of_bf16_peak`, both
+`common.matmul_gflops`), in bfloat16 (`fraction_of_bf16_peak`, both
 sides) and float32 (`fraction_of_float32_peak`); under `KERAS_BACKEND=jax`
 or `torch` there is no bare TensorFlow matmul, so only steps/s (and the
 ratio to the peer) are reported. `useful_*` figures count
@@ -232,10 +232,8 @@ def train_ours(args, encoder, pairs, clock):
 
 def matmul_peaks(m, k, n):
     """`{"bf16": GFLOP/s, "float32": GFLOP/s}` of a bare `m x k @ k x n` matmul (median of a few)."""
-    from encode_profile import matmul_gflops
-
     return {
-        name: matmul_gflops(m, k, n, dtype, repeats=MATMUL_REPEATS)
+        name: common.matmul_gflops(m, k, n, dtype, repeats=MATMUL_REPEATS)
         for name, dtype in (("bf16", "bfloat16"), ("float32", "float32"))
     }
 

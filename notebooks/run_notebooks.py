@@ -35,7 +35,7 @@ and the packages Colab lacks (`colab-packages`, pinned as in
 `<repository>/blob/<colab-ref>/notebooks/NN_name.ipynb`, and its set-up cell
 runs `pip install "sbert_keras @ git+<repository>@<colab-ref>" <packages>`.
 The sources spell both out, so that they read and run as they are;
-`--check`, generating a notebook and `tests/test_notebooks.py` fail where a
+`--check`, generating a notebook and `tests/project/test_notebooks.py` fail where a
 source's badge or install differs from what `colab_badge` and
 `colab_requirements` derive, and name the expected text.
 """

@@ -118,7 +118,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]  # noqa: PLE0605 (a list)
 
 # Every module that registers a Keras object (`package="sbert_keras"`). They are
 # imported with the public names, so that `keras.saving.load_model` finds every
-# class whether or not it is a public name here (`tests/test_imports.py` keeps
+# class whether or not it is a public name here (`tests/project/test_imports.py` keeps
 # this list whole).
 _KERAS_OBJECT_MODULES = (
     "checkpoints.tokenizer_json",

@@ -1,4 +1,4 @@
-"""The JAX side of `tests/test_backend_handover.py`, run in its own process with `KERAS_BACKEND=jax`.
+"""The JAX side of `tests/utils/test_backends_handover.py`, run in its own process with `KERAS_BACKEND=jax`.
 
 `python tests/backend_handover.py MODEL_FOLDER OUT`: loads the encoder on JAX, writes `OUT/encoder.keras`,
 the sentence-transformers folder `OUT/st` and `OUT/vectors.npy` (the JAX vectors of `TEXTS`), and

@@ -5,7 +5,7 @@ Run once per backend (the backend is per process), TensorFlow first:
 is built from the same tiny RoBERTa encoder (hidden size 8, no dropout), and the regression objective from each
 family fixture that `make fixtures` generated (MPNet, DistilBERT with its Dense head, XLM-R; dropout off); the
 first run saves each model's weights to `WEIGHTS_DIR/<objective>.weights.h5` and later runs load them, so every
-backend starts from the same numbers and `tests/test_training_backends.py` compares the per-step losses and the
+backend starts from the same numbers and `tests/training/test_train_steps.py` compares the per-step losses and the
 final vectors.
 """
 
@@ -123,7 +123,7 @@ def objectives():
         return optimizer
 
     # The regression objective on each family fixture that `make fixtures` generated (the encoder passed in is not
-    # used); `tests/test_training_backends.py` skips a missing one by name.
+    # used); `tests/training/test_train_steps.py` skips a missing one by name.
     families = {
         f"regression_{family}": (
             lambda _, family=family: compiled(siamese.RegressionSiamese(family_encoder(family))),

@@ -4,7 +4,7 @@ Run once per backend (the backend is per process):
 `KERAS_BACKEND=jax python tests/backend_training.py OUT.npz WEIGHTS_DIR [objective ...]`; the first run saves
 the tiny RoBERTa encoder's weights (no dropout) to `WEIGHTS_DIR`, later runs load them, so every backend starts
 from the same numbers (the paper's learning rate for regression, 1e-3 for the others);
-`tests/test_training_run_backends.py` compares what each writes: every step's loss
+`tests/training/test_trainer_backends.py` compares what each writes: every step's loss
 (`training_log.csv`), the vectors of a probe before and after, and whether TensorFlow was imported.
 """
 

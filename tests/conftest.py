@@ -9,7 +9,7 @@ import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# No verdict or XLA cache shared between tests (tests/test_cold_start.py turns it on in tmp folders).
+# No verdict or XLA cache shared between tests (tests/runtime/test_cold_start.py turns it on in tmp folders).
 os.environ["SBERT_KERAS_CACHE_DIR"] = ""
 # The suite without TensorFlow (`make test-backends` runs it in `.venv-backends`, with `--confcutdir
 # tests/backends`, so this file is not loaded there): its point is a process that never had TensorFlow.

@@ -47,7 +47,6 @@ import common  # noqa: E402
 
 common.silence_tensorflow()
 
-import encode_profile  # noqa: E402
 import encode_throughput  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -180,10 +179,10 @@ def flops(args):
     for m, k, n in (ffn, (2048, 2048, 2048)):
         shape = f"{m}x{k}x{n}"
         for dtype in ("float32", "bfloat16"):
-            peaks[f"{dtype}_{shape}"] = encode_profile.matmul_gflops(m, k, n, dtype, repeats=10)
+            peaks[f"{dtype}_{shape}"] = common.matmul_gflops(m, k, n, dtype, repeats=10)
         a = tf.cast(tf.random.uniform([m, k], -127, 128, tf.int32), tf.int8)
         b = tf.cast(tf.random.uniform([k, n], -127, 128, tf.int32), tf.int8)
-        peaks[f"int8_{shape}"] = 2.0 * m * k * n / encode_profile.median_ms(int8_matmul, (a, b), 10) / 1e6
+        peaks[f"int8_{shape}"] = 2.0 * m * k * n / common.median_ms(int8_matmul, (a, b), 10) / 1e6
         peaks[f"xnnpack_int8_{shape}"] = xnnpack_int8_gflops(m, k, n)
     peer_common.emit(
         engine="sbert_keras",

@@ -7,7 +7,7 @@ private attributes (`_self_attention_layer`, `_feedforward_intermediate_dense`,
 need those sublayers' weights, so every such read goes through the functions
 below. They were checked against **keras-hub 0.32.0** (Keras 3.15). When an
 upgrade moves an attribute, `block_parts` raises an `AttributeError` naming
-it (and `tests/test_inference.py` fails on it) instead of a fast path
+it (and `tests/runtime/test_engine.py` fails on it) instead of a fast path
 silently computing something else.
 
 `load_saved_task` reads a `task.json` written by KerasHub's

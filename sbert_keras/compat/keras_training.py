@@ -13,7 +13,7 @@ unscales it as Keras does under a distribution strategy. A subclass of
 does one of these and was checked against **Keras 3.15.1**
 (`CHECKED_KERAS_VERSION`). When an upgrade removes an attribute, it raises
 an `AttributeError` naming it and that version, and the tests of training
-(`tests/test_training.py`, `test_cached_siamese.py`, `test_distributed.py`)
+(`tests/training/test_trainer.py`, `tests/training/test_cached_siamese.py`, `tests/training/test_distributed.py`)
 fail, instead of a write that Keras no longer reads passing silently.
 
 Example:

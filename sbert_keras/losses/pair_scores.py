@@ -6,7 +6,7 @@ embeddings; `OnlineContrastiveLoss` pulls similar pairs (label 1) together
 and pushes dissimilar ones (label 0) apart, on the batch's hard pairs only.
 They follow sentence-transformers 6.2 (`CoSENTLoss`, `AnglELoss`,
 `OnlineContrastiveLoss`), checked against it on the same tensors in
-`tests/test_embedding_losses.py`; Keras and KerasHub have none of them. CoSENT
+`tests/losses/test_pair_scores.py`; Keras and KerasHub have none of them. CoSENT
 and AnglE are one number per batch (a log-sum over pairs of rows), so they
 take no `sample_weight`. All compute in float32.
 """

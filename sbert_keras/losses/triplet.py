@@ -5,7 +5,7 @@ distances that `TripletSiamese` outputs; `triplet_settings` resolves its
 distance and margin from whether the encoder normalises, in one place for
 `TripletSiamese` and the CLI. `BatchHardTripletLoss` (Hermans et al., 2017;
 sentence-transformers' `BatchHardTripletLoss`, checked against it in
-`tests/test_embedding_losses.py`) takes class ids and the encoder's own
+`tests/losses/test_pair_scores.py`) takes class ids and the encoder's own
 embeddings, and picks each anchor's hardest positive and negative in the
 batch from `pairwise_distances`. TensorFlow Addons' `TripletHardLoss` is
 gone with TFA and took squared distances. All compute in float32.

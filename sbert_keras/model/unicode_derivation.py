@@ -11,7 +11,7 @@ many code points per call, each between separators that no option changes.
 
 Run `python -m sbert_keras.model.unicode_derivation` after upgrading
 `tokenizers` to rewrite `sbert_keras/model/unicode_tables.py`;
-`tests/test_tokenizer_parity.py` checks that the shipped tables equal what
+`tests/model/test_wordpiece.py` checks that the shipped tables equal what
 the installed `tokenizers` gives.
 
 Example:

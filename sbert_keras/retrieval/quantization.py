@@ -21,7 +21,7 @@ searched by the other:
 sentence-transformers is a PyTorch library and not a dependency of this
 package, so its function is written again here, on NumPy arrays, step for
 step (the same float32 arithmetic, so both give the same buckets and bits
-for the same float vectors; `tests/test_quantization_peer.py` checks it
+for the same float vectors; `tests/retrieval/test_quantization_peer.py` checks it
 against sentence-transformers itself). Ranges computed from the embeddings
 being quantized depend on that very batch: like sentence-transformers this
 warns below `QUANTIZATION_CALIBRATION_MIN` embeddings and refuses a single

@@ -2,7 +2,7 @@
 
 Why this exists: `encode` is matmul-bound, and the Keras graph of KerasHub's
 `TransformerEncoder` leaves speed on the table on CPU (per-op split:
-`benchmarks/encode_profile.py`):
+`benchmarks/experiments/encode_profile.py`):
 
 - query, key and value are three small `EinsumDense` matmuls, not one fused
   `[hidden, 3 * hidden]` matmul;

@@ -159,7 +159,7 @@ def prepare_model(model):
     Two Keras bugs stop `fit` with one replica per worker, and both are
     worked around here, on this model only (checked against Keras
     `CHECKED_KERAS_VERSION`, through `sbert_keras.compat.keras_training`;
-    `tests/test_distributed.py` compares the run with one process, so a
+    `tests/training/test_distributed.py` compares the run with one process, so a
     Keras that changes them fails there):
 
     - keras-team/keras#20329: before the first step Keras averages an input

@@ -5,7 +5,7 @@ the MiniLM package, the tiny RoBERTa of ../shared and the family fixtures encode
 sentence-transformers' embeddings; `train_objective("regression")` runs a few steps on raw strings and its
 encoder is written as a sentence-transformers folder; TensorFlow is never imported. That the
 TensorFlow side loads such a folder with the same vectors is checked by the main suite
-(`tests/test_backend_handover.py`), where TensorFlow is installed.
+(`tests/utils/test_backends_handover.py`), where TensorFlow is installed.
 """
 
 import importlib.util
@@ -61,7 +61,7 @@ def test_encode_matches_sentence_transformers(run, name):
 def test_keras_files_written_by_tensorflow_load_with_the_same_vectors(run, name):
     result = run[0]["keras_files"][name]
     assert "error" not in result, result.get("traceback")
-    assert result["max_abs_diff"] <= 5e-5  # the tolerance of tests/test_saved_models.py for `encode`
+    assert result["max_abs_diff"] <= 5e-5  # the tolerance of tests/project/test_saved_models.py for `encode`
 
 
 def test_training_runs_and_writes_a_sentence_transformers_folder(run):

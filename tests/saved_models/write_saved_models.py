@@ -2,7 +2,7 @@
 
 Each file holds one saved type of sbert_keras (the encoder, every siamese and
 single-text training model, an int8-quantized encoder), built from the tiny
-BERT-layout fixture of `tests/conftest.py`. `test_saved_models.py` loads the
+BERT-layout fixture of `tests/conftest.py`. `tests/project/test_saved_models.py` loads the
 committed files with the current code and compares their vectors with
 `vectors.npz`, so a change of a registered name, a config key or a module
 path that breaks files users already have fails a test.

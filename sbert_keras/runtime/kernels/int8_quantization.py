@@ -5,7 +5,7 @@ time, activations per token with plain TensorFlow ops; it has no activation
 calibration, no SmoothQuant and no recipe that keeps a sensitive layer in
 bf16. Those are what bring all-MiniLM-L6-v2 from a minimum cosine of 0.95
 (one scale per batch) or 0.987 (Keras's per-token scheme) to >= 0.99 against
-float32 (`benchmarks/int8_experiment.py` prints the table), so they are
+float32 (`benchmarks/experiments/int8_experiment.py` prints the table), so they are
 written here, in TensorFlow ops (weights are computed inside a
 `tf.function` by the fused graph's weight cache).
 
