@@ -28,6 +28,9 @@ import numpy as np
 from sbert_keras.checkpoints.keras_files import load_keras_encoder
 from sbert_keras.cli import index_commands
 from sbert_keras.data import readers
+from sbert_keras.data.examples import NLIPairs
+from sbert_keras.data.examples import nli_to_triplets
+from sbert_keras.data.examples import unique_sentences
 from sbert_keras.encoder import SentenceEncoder
 from sbert_keras.evaluation import evaluators
 from sbert_keras.evaluation import retrieval_evaluation
@@ -86,7 +89,7 @@ def read_examples(path, objective=None, limit=None):
     if objective == "distill":
         if not path.endswith(STRUCTURED_SUFFIXES):
             return first(readers.read_sentences(path), limit)
-        return first(readers.unique_sentences(read_examples(path)), limit)
+        return first(unique_sentences(read_examples(path)), limit)
     if path.endswith(".jsonl"):
         return readers.read_nli(path, limit=limit)
     with open(path, encoding="utf-8-sig") as f:
@@ -129,7 +132,7 @@ def read_eval_sets(sts=None, triplets=None, nli=None):
         sets["sts"] = read_examples(sts)
     if triplets:
         examples = read_examples(triplets)
-        sets["triplets"] = readers.nli_to_triplets(examples) if isinstance(examples, readers.NLIPairs) else examples
+        sets["triplets"] = nli_to_triplets(examples) if isinstance(examples, NLIPairs) else examples
     if nli:
         sets["nli"] = readers.read_nli(nli)
     return sets

@@ -9,8 +9,8 @@ files (`read_sts`), SNLI/MultiNLI JSON lines (`read_nli`), triplet CSVs
 (`read_sentences`); the CSV readers share `iter_csv_columns`. A malformed record raises `DataFormatError` (a
 `ValueError`) naming the file and its 1-based line; so does a file that is
 not UTF-8 (Latin-1, UTF-16): every reader, the CLI's included, goes through
-`iter_text_lines`. The records, `scale_sts_score` and the NLI conversions
-(`nli_to_triplets`, `nli_to_pairs`) are importable from here too.
+`iter_text_lines`. The records and the NLI conversions live in
+`sbert_keras.data.examples`.
 """
 
 import codecs
@@ -22,19 +22,13 @@ import os
 import numpy as np
 
 from sbert_keras.data.examples import NLI_LABELS
-from sbert_keras.data.examples import STS_MAPPINGS  # noqa: F401 (public here too)
-from sbert_keras.data.examples import STS_SCORE_MAX  # noqa: F401 (public here too)
+from sbert_keras.data.examples import STS_SCORE_MAX
 from sbert_keras.data.examples import DataFormatError
 from sbert_keras.data.examples import LabelledSentences
 from sbert_keras.data.examples import NLIPairs
 from sbert_keras.data.examples import SentencePairs
 from sbert_keras.data.examples import Sentences
 from sbert_keras.data.examples import Triplets
-from sbert_keras.data.examples import nli_to_pairs  # noqa: F401 (public here too)
-from sbert_keras.data.examples import nli_to_triplets  # noqa: F401 (public here too)
-from sbert_keras.data.examples import scale_sts_score  # noqa: F401 (public here too)
-from sbert_keras.data.examples import unique_sentences  # noqa: F401 (public here too)
-from sbert_keras.data.examples import unscale_sts_score  # noqa: F401 (public here too)
 
 logger = logging.getLogger(__name__)
 

@@ -213,7 +213,7 @@ def test_an_inexact_int8_kernel_closes_the_gate(monkeypatch):
 def test_onednn_without_vnni_is_refused_in_a_fresh_process():
     # ONEDNN_MAX_CPU_ISA=AVX512_CORE: the CPU flags still say VNNI, but oneDNN
     # runs its non-VNNI int8 kernel; the gate's kernel probe must see it.
-    code = "from sbert_keras import int8; print(onednn_int8.int8_matmul_available())"
+    code = "from sbert_keras.runtime.kernels import onednn_int8; print(onednn_int8.int8_matmul_available())"
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
