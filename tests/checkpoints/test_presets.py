@@ -26,7 +26,7 @@ from sbert_keras.checkpoints.presets import PresetUnavailableError
 from sbert_keras.checkpoints.presets import read_sentence_transformers_settings
 from sbert_keras.cli.commands import load_encoder
 from sbert_keras.model.backbone_config import strip_prefix
-from sbert_keras.runtime import fused_graph
+from sbert_keras.runtime import fused_support
 from sbert_keras.utils import atomic_io
 
 
@@ -397,7 +397,7 @@ def test_projections_in_the_keras_graph_path(monkeypatch):
     encoder = projected_encoder()
     texts = ["a man is playing guitar", "the dog runs in the park", "red car"]
     fused = encoder.encode(texts, show_progress=False, compute="float32")
-    monkeypatch.setattr(fused_graph, "unsupported_reason", lambda encoder: "disabled by the test")
+    monkeypatch.setattr(fused_support, "unsupported_reason", lambda encoder: "disabled by the test")
     fresh = projected_encoder()
     np.testing.assert_allclose(fresh.encode(texts, show_progress=False), fused, atol=1e-6)
     np.testing.assert_allclose(fresh.predict(texts, verbose=0), fused, atol=1e-6)
