@@ -255,7 +255,7 @@ def test_raw_sts_scores_are_refused_naming_the_range_and_the_scaler(encoder):
     model.compile()
     before = [w.numpy() for w in encoder.weights]
     scores = np.array([4.2, 0.6, 0.9, 0.5] * 2, "float32")
-    message = r"cosine targets in \[-1, 1\]; item 0 \(0-based\) has label 4.2 \(2 such .*data.scale_sts_score"
+    message = r"cosine targets in \[-1, 1\]; item 0 \(0-based\) has label 4.2 \(2 such .*data.examples.scale_sts_score"
     with pytest.raises(fit_checks.LabelRangeError, match=message):
         model.fit((A, B), scores, batch_size=4, verbose=0)
     # The same scores in a dataset: refused at the first batch holding one, nothing applied.
