@@ -328,6 +328,15 @@ def cli_env(pause_at=None, **extra):
     return env
 
 
+def _default_interrupt():
+    """In the child: SIGINT as a terminal delivers it, even when the test run itself ignores it.
+
+    A shell starts a background job (`make test &`) with SIGINT ignored, and a
+    Python started that way never raises `KeyboardInterrupt`.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_until_paused(args, pause_at, timeout=600, **extra_env):
     """Starts the CLI in a subprocess and returns it, alive, once it pauses at the stage `pause_at`.
 
@@ -346,6 +355,7 @@ def start_until_paused(args, pause_at, timeout=600, **extra_env):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_interrupt,
     )
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
