@@ -72,13 +72,19 @@ def _split_normalized(pieces, ids, tokens, normalize):
     single = tf.ones([tf.reduce_sum(tf.cast(~is_text, tf.int64))], tf.int64)
     token_pieces = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(flat, ~is_text), single)
     token_ids = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(ids, ~is_text), single)
-    position = tf.cumsum(tf.cast(is_text, tf.int64), exclusive=True)
-    other = tf.size(text_pieces, out_type=tf.int64) + tf.cumsum(tf.cast(~is_text, tf.int64), exclusive=True)
-    order = tf.where(is_text, position, other)  # each old piece's rows, in text order
-    by_piece = tf.gather(tf.concat([sub_pieces.with_row_splits_dtype(tf.int64), token_pieces], 0), order)
-    by_piece_ids = tf.gather(tf.concat([sub_pieces.with_flat_values(sub_ids), token_ids], 0), order)
+    by_piece = _in_text_order(sub_pieces.with_row_splits_dtype(tf.int64), token_pieces, is_text)
+    by_piece_ids = _in_text_order(
+        sub_pieces.with_row_splits_dtype(tf.int64).with_flat_values(sub_ids), token_ids, is_text
+    )
     rows = tf.gather(by_piece.row_splits, pieces.row_splits)
     return tf.RaggedTensor.from_row_splits(by_piece.flat_values, rows), by_piece_ids.flat_values
+
+
+def _in_text_order(text_rows, token_rows, is_text):
+    """One ragged row per piece, in text order: the next of `text_rows` where `is_text`, else of `token_rows`."""
+    position = tf.cumsum(tf.cast(is_text, tf.int64), exclusive=True)
+    other = text_rows.nrows(out_type=tf.int64) + tf.cumsum(tf.cast(~is_text, tf.int64), exclusive=True)
+    return tf.gather(tf.concat([text_rows, token_rows], axis=0), tf.where(is_text, position, other))
 
 
 def _split(texts, added_tokens):
@@ -122,10 +128,7 @@ def tokenize_with_added_tokens(tokenizer, texts, added_tokens, cut=None):
     token_rows = tf.RaggedTensor.from_row_lengths(
         tf.boolean_mask(ids, ~is_text), tf.boolean_mask(tf.ones_like(ids), ~is_text)
     )
-    rows = tf.concat([text_ids, token_rows.with_row_splits_dtype(tf.int64)], axis=0)
-    position = tf.cumsum(tf.cast(is_text, tf.int64), exclusive=True)
-    other = tf.size(text_pieces, out_type=tf.int64) + tf.cumsum(tf.cast(~is_text, tf.int64), exclusive=True)
-    by_piece = tf.gather(rows, tf.where(is_text, position, other))
+    by_piece = _in_text_order(text_ids, token_rows.with_row_splits_dtype(tf.int64), is_text)
     merged = tf.RaggedTensor.from_row_splits(by_piece.flat_values, tf.gather(by_piece.row_splits, pieces.row_splits))
     return tf.cast(merged, tf.int32)
 
