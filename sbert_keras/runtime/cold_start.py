@@ -48,6 +48,9 @@ CACHE_ENV = tf_startup.CACHE_ENV
 XLA_CACHE_FLAG = tf_startup.XLA_CACHE_FLAG
 # Elements of each weight read into the verdict cache's key (`weights_digest`).
 KEY_SAMPLES = 65536
+# The revision of the self-checks' probes and gates (`self_check`), part of the key: a verdict
+# reached by another probe is not reused.
+CHECKS_REVISION = 2
 cache_dir = tf_startup.cache_dir
 enable_xla_cache = tf_startup.enable_xla_cache
 
@@ -88,6 +91,7 @@ def model_key(encoder, host=None):
         "backbone_config": {k: v for k, v in encoder.backbone.get_config().items() if k != "name"},
         "pooling": encoder.pooling,
         "versions": [tf.__version__, keras.__version__, keras_hub.__version__, _version("sbert_keras")],
+        "checks": CHECKS_REVISION,
         "cpu": sorted(host.cpu_flags),
         "gpu": host.gpu,
     }

@@ -81,15 +81,15 @@ def int8_setup(encoder, texts=None):
 
 
 def keras_forward(model):
-    """`(token_ids, padding_mask)` -> the pooled, projected float32 output of `model`'s graph."""
+    """`(token_ids, padding_mask)` -> the pooled, projected float32 output of `model`'s graph (any backend)."""
     names = list(model.input)
     pooled = keras.Model(model.input, model.pooling_layer.output)
     project = getattr(model, "project", None)
 
     def forward(token_ids, padding_mask):
-        feed = {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": tf.zeros_like(token_ids)}
+        feed = {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": keras.ops.zeros_like(token_ids)}
         out = pooled({n: feed[n] for n in names}, training=False)
-        return tf.cast(out if project is None else project(out), "float32")
+        return keras.ops.cast(out if project is None else project(out), "float32")
 
     return forward
 

@@ -1,0 +1,56 @@
+"""The self-check's probes and the check of Keras' own `quantize` (`sbert_keras.runtime.self_check`)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import tiny_encoder
+from sbert_keras.runtime import self_check
+from sbert_keras.runtime.kernels import int8_quantization
+
+
+def test_float_paths_are_probed_with_random_ids_of_several_lengths():
+    encoder = tiny_encoder()
+    token_ids, mask = self_check.probe_batch(encoder, "float32")
+    width = min(max(self_check.PROBE_LENGTHS), encoder.backbone.max_sequence_length)
+    assert token_ids.shape == (len(self_check.PROBE_LENGTHS), width)
+    assert sorted(set(mask.sum(1).tolist())) == sorted({min(n, width) for n in self_check.PROBE_LENGTHS})
+    assert (token_ids[mask == 0] == 0).all()
+
+
+def test_int8_is_probed_with_the_real_sentences_tokenised():
+    encoder = tiny_encoder(sequence_length=24)
+    token_ids, mask = self_check.probe_batch(encoder, "int8")
+    sentences = int8_quantization.CALIBRATION_SENTENCES
+    assert token_ids.shape[0] == mask.shape[0] == len(sentences)
+    rows, _ = encoder.preprocessor.tokenize(list(sentences))
+    for i, row in enumerate(rows.to_list()):
+        assert mask[i].sum() == len(row)
+        np.testing.assert_array_equal(token_ids[i, : len(row)], row)
+        assert (token_ids[i, len(row) :] == encoder.preprocessor.tokenizer.pad_token_id).all()
+
+
+def test_quantization_check_warns_when_the_vectors_move_away():
+    encoder = tiny_encoder()
+    check = self_check.QuantizationCheck(encoder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check.passes("int8")  # nothing changed
+    rng = np.random.default_rng(1)
+    for variable in encoder.backbone.transformer_layers[-1].weights:
+        variable.assign(rng.normal(size=variable.shape).astype("float32"))
+    with pytest.warns(UserWarning, match=r"quantize\('int8'\) moved the vectors of '.*' .*min cosine = .* 0\.99"):
+        assert not check.passes("int8")
+
+
+def test_keras_quantize_is_checked_and_warns_about_no_layer_it_skips():
+    encoder = tiny_encoder(normalize=True)
+    reference = encoder.encode(["a man plays a guitar", "the cat sat"], compute="float32")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        encoder.quantize("int8")
+    assert not [w for w in caught if "does not have a `quantize` method" in str(w.message)]
+    assert isinstance(encoder.quantization_passed, bool)
+    out = encoder.encode(["a man plays a guitar", "the cat sat"])
+    assert np.isfinite(out).all() and (out * reference).sum(1).min() > 0.9
