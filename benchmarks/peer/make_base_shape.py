@@ -1,11 +1,15 @@
-"""Peer: BERT-base- and RoBERTa-base-shaped sentence-transformers folders with seeded random weights.
+"""Peer: base-shaped sentence-transformers folders of each family with seeded random weights.
 
 Usage (with the sentence-transformers interpreter):
-    make_base_shape.py --out DIR --bert-tokenizer MINILM_DIR --roberta-tokenizer TINY_ROBERTA_DIR
+    make_base_shape.py --out DIR --bert-tokenizer MINILM_DIR --roberta-tokenizer TINY_ROBERTA_DIR \
+        [--xlm-roberta-tokenizer XLMR_FIXTURE_DIR] [--families bert,roberta,distilbert,xlm-roberta]
 
 Writes `DIR/bert-base` (12 layers, 768 wide, 12 heads, 3,072 feed-forward,
-MiniLM's 30,522-token WordPiece) and `DIR/roberta-base` (the same sizes, 514
-positions, the 2,000-token byte-level BPE of the tiny RoBERTa reference), each
+MiniLM's 30,522-token WordPiece), `DIR/roberta-base` (the same sizes, 514
+positions, the 2,000-token byte-level BPE of the tiny RoBERTa reference),
+`DIR/distilbert-base` (DistilBERT's base: 6 layers of the same width,
+MiniLM's WordPiece) and `DIR/xlm-roberta-base` (RoBERTa's sizes, the
+SentencePiece model of the tiny XLM-R fixture), each
 Transformer -> mean Pooling -> Normalize, `max_seq_length` 256. The weights
 are `transformers`' own initialisation under `torch.manual_seed(0)`: the
 folders are for speed only (their embeddings mean nothing, and the small BPE
@@ -33,36 +37,46 @@ TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
+    "sentencepiece.bpe.model",
 )
+FAMILIES = ("bert", "roberta", "distilbert", "xlm-roberta")
 MAX_SEQ_LENGTH = 256
 CLASSIC_MODULES = ("Transformer", "Pooling", "Normalize")
 
 
+def family_config(transformers, family, source):
+    """`(config, model class)` of the base-shaped `family`, with the vocabulary and special ids of `source`."""
+    if family == "distilbert":
+        config = transformers.DistilBertConfig(vocab_size=source.vocab_size, dim=768, n_layers=6, n_heads=12)
+        return config, transformers.DistilBertModel
+    if family == "bert":
+        return transformers.BertConfig(vocab_size=source.vocab_size, **SHAPE), transformers.BertModel
+    roberta = family == "roberta"
+    config_class = transformers.RobertaConfig if roberta else transformers.XLMRobertaConfig
+    config = config_class(
+        vocab_size=source.vocab_size,
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        pad_token_id=source.pad_token_id,
+        bos_token_id=source.bos_token_id,
+        eos_token_id=source.eos_token_id,
+        layer_norm_eps=1e-5,
+        **SHAPE,
+    )
+    return config, transformers.RobertaModel if roberta else transformers.XLMRobertaModel
+
+
 def build(out, family, tokenizer_dir):
-    """Writes the `family` ("bert" or "roberta") folder at `out`; returns its summary."""
+    """Writes the `family` (one of `FAMILIES`) folder at `out`; returns its summary."""
     torch = peer_common.setup_torch()
     import transformers
     from sentence_transformers import SentenceTransformer
     from sentence_transformers import models
 
-    source = transformers.AutoConfig.from_pretrained(tokenizer_dir)
-    if family == "bert":
-        config = transformers.BertConfig(vocab_size=source.vocab_size, **SHAPE)
-        model_class = transformers.BertModel
-    else:
-        config = transformers.RobertaConfig(
-            vocab_size=source.vocab_size,
-            max_position_embeddings=514,
-            type_vocab_size=1,
-            pad_token_id=source.pad_token_id,
-            bos_token_id=source.bos_token_id,
-            eos_token_id=source.eos_token_id,
-            layer_norm_eps=1e-5,
-            **SHAPE,
-        )
-        model_class = transformers.RobertaModel
+    config, model_class = family_config(transformers, family, transformers.AutoConfig.from_pretrained(tokenizer_dir))
     torch.manual_seed(0)
-    model = model_class(config, add_pooling_layer=False).eval()
+    extra = {} if family == "distilbert" else {"add_pooling_layer": False}
+    model = model_class(config, **extra).eval()
     with tempfile.TemporaryDirectory() as staging:
         model.save_pretrained(staging)
         for name in TOKENIZER_FILES:
@@ -76,7 +90,7 @@ def build(out, family, tokenizer_dir):
         "folder": str(out),
         "family": family,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "config": {k: getattr(config, k) for k in ("vocab_size", *SHAPE)},
+        "config": config.to_diff_dict(),
         "tokenizer_from": str(tokenizer_dir),
     }
 
@@ -99,13 +113,23 @@ def main():
     parser.add_argument("--out", required=True, help="folder to write bert-base/ and roberta-base/ into")
     parser.add_argument("--bert-tokenizer", required=True, help="a BERT folder whose WordPiece is used (MiniLM)")
     parser.add_argument("--roberta-tokenizer", required=True, help="a RoBERTa folder whose BPE is used")
+    parser.add_argument("--xlm-roberta-tokenizer", default=None, help="an XLM-R folder whose SentencePiece is used")
+    parser.add_argument("--families", default="bert,roberta", help=f"comma-separated subset of {','.join(FAMILIES)}")
     args = parser.parse_args()
-    for family, tokenizer in (("bert", args.bert_tokenizer), ("roberta", args.roberta_tokenizer)):
+    tokenizers = {
+        "bert": args.bert_tokenizer,
+        "roberta": args.roberta_tokenizer,
+        "distilbert": args.bert_tokenizer,
+        "xlm-roberta": args.xlm_roberta_tokenizer,
+    }
+    for family in args.families.split(","):
+        if family not in FAMILIES or tokenizers[family] is None:
+            parser.error(f"--families: {family!r} is not one of {FAMILIES}, or its tokenizer folder is not given")
         out = Path(args.out) / f"{family}-base"
         if (out / "modules.json").is_file():
             peer_common.emit(folder=str(out), family=family, kept=True)
             continue
-        peer_common.emit(**build(out, family, tokenizer), versions=peer_common.versions())
+        peer_common.emit(**build(out, family, tokenizers[family]), versions=peer_common.versions())
 
 
 if __name__ == "__main__":

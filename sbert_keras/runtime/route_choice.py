@@ -9,7 +9,10 @@ to try in order (`computes`); in each, the registered routes that serve it,
 the size class and this host, highest rank first (`candidates`); the first
 that passes its self-check serves (`select`, kept per (compute, size
 class)). The verdicts live in the one `self_check.VerdictTable`, so a route
-that fails warns once and the next one serves.
+that fails warns once and the next one serves. Under `"auto"`, a route that
+`races` another serves only where it answered faster than that one in a
+timed race on this machine (`race`, kept with the verdicts): `"auto"` picks
+no path slower than another that passes its check.
 
 Example:
 ```python
@@ -18,9 +21,12 @@ route, compute = choice.select("auto", "batch")  # the fused route, "float32"
 ```
 """
 
+import statistics
+import time
 import warnings
 
 from sbert_keras.runtime import self_check
+from sbert_keras.runtime.kernels import int8_quantization
 from sbert_keras.runtime.kernels import onednn_int8
 from sbert_keras.runtime.routes import base
 from sbert_keras.runtime.routes import fused  # noqa: F401 - each route module registers its route
@@ -30,6 +36,10 @@ from sbert_keras.runtime.routes import xnnpack_int8  # noqa: F401
 from sbert_keras.utils import hardware
 from sbert_keras.utils.defaults import COMPUTES
 
+# What a race times: short sentences, each one query, interleaved rounds after a warm-up round.
+RACE_TEXTS = int8_quantization.CALIBRATION_SENTENCES[:4]
+RACE_ROUNDS = 5
+
 
 def resolve_compute(compute, host=None):
     """`compute` checked; `"auto"` (or None) replaced by `host.auto_precision()` (default host: this machine)."""
@@ -38,6 +48,27 @@ def resolve_compute(compute, host=None):
     if compute not in COMPUTES:
         raise ValueError(f"`compute` must be one of {COMPUTES}. Received {compute!r}.")
     return (host or hardware.current_host()).auto_precision() if compute == "auto" else compute
+
+
+def race(runner, rival, texts=RACE_TEXTS, rounds=RACE_ROUNDS):
+    """Whether `runner` answers each of `texts`, one per query, faster than `rival` (median of `rounds`).
+
+    Args:
+        runner: a route's `Runner`.
+        rival: the `Runner` it races.
+        texts: strings, each sent alone.
+        rounds: int. Timed rounds, the two runners interleaved, after one warm-up round each.
+    """
+
+    def seconds(candidate):
+        start = time.perf_counter()
+        for text in texts:
+            candidate.query([text])
+        return time.perf_counter() - start
+
+    seconds(runner), seconds(rival)
+    times = [(seconds(runner), seconds(rival)) for _ in range(rounds)]
+    return statistics.median(t[0] for t in times) < statistics.median(t[1] for t in times)
 
 
 def runnable_compute(compute, host, encoder, warned):
@@ -116,6 +147,21 @@ class RouteChoice:
             return False
         return self.verdicts.verdict(name, checked_in, lambda: route.check(checked_in))
 
+    def outruns(self, route, compute, requested, size):
+        """Whether `route` may serve `size` texts in `compute` for `requested`, as far as speed goes.
+
+        Always, unless `requested` is `"auto"` and the route `races` another
+        that serves the same and passes its check: then whether it won the
+        race (`race`, timed once, kept with the verdicts).
+        """
+        rival = self.routes.get(route.races) if requested in (None, "auto") else None
+        if rival is None or compute not in rival.computes or size not in rival.sizes or not rival.usable():
+            return True
+        if not self.passes(rival.name, compute):
+            return True
+        name = f"{route.name}>{rival.name}:{size}"
+        return self.verdicts.race(name, compute, lambda: race(route.build(compute), rival.build(compute)))
+
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.
 
@@ -127,7 +173,7 @@ class RouteChoice:
         key = (compute, size, exportable)
         if key not in self._choices:
             for route, resolved in self.candidates(compute, size, exportable):
-                if self.passes(route.name, resolved):
+                if self.passes(route.name, resolved) and self.outruns(route, resolved, compute, size):
                     self._choices[key] = (route, resolved)
                     break
             else:  # the Keras graph serves every float path, so only a path no route exports gets here

@@ -169,6 +169,20 @@ class VerdictTable:
         """The verdict of route `name` in `precision` in this process, or None if not checked yet."""
         return self._verdicts.get((name, precision))
 
+    def race(self, name, precision, measure):
+        """Whether the race `name` in `precision` was won: remembered, stored on disk, or `measure()` now.
+
+        A lost race is no failure: unlike `verdict`, nothing warns.
+        """
+        key = (name, precision)
+        if key not in self._verdicts:
+            won = self.cache.get(name, precision)
+            if won is None:
+                won = bool(measure())
+                self.cache.put(name, precision, won)
+            self._verdicts[key] = won
+        return self._verdicts[key]
+
     def verdict(self, name, precision, check):
         """Whether route `name` passes in `precision`: remembered, stored on disk, or `check()` now.
 

@@ -5,10 +5,14 @@ fused graph (`sbert_keras.runtime.fused_graph`) has a handful of rows, and Tenso
 per-op dispatch and oneDNN's small-matrix kernels, not the arithmetic, set
 its latency. XLA, TensorFlow's own compiler (`tf.function(jit_compile=True)`),
 compiles the same fused graph into one program, which answers a text of
-12 to 32 tokens faster than the oneDNN graph in bfloat16 or float32
-(benchmarks/RESULTS.md, single-query latency). From 4 x 16 tokens (or one
-text of 64) on it is no faster, so only one text of up to `MAX_TOKENS`
-tokens takes it.
+12 to 32 tokens of all-MiniLM-L6-v2 faster than the oneDNN graph in
+bfloat16 or float32 (benchmarks/RESULTS.md, single-query latency). From 4 x
+16 tokens (or one text of 64) on it is no faster, so only one text of up to
+`MAX_TOKENS` tokens takes it. A base-size model reads twice the bytes of
+weights in float32 as in bfloat16, and there the oneDNN graph in bfloat16
+can answer first (all-mpnet-base-v2 on an AMX CPU), so under `"auto"` the
+route serves only where it won a timed race against the fused graph
+(`races`, `route_choice.race`).
 
 XLA compiles once per input shape, so the text is padded (and masked) to a
 multiple of `BUCKET` tokens: at most `MAX_TOKENS / BUCKET` compilations per
@@ -80,6 +84,7 @@ class XlaQueryRoute(base.Route):
     sizes = ("one",)
     check_in = "float32"  # one compiled float32 graph serves every precision
     builds_on = "fused"  # longer texts run the fused graph of the precision asked
+    races = "fused"  # under "auto", only where it answers faster than the fused graph
 
     def __init__(self, graphs, host):
         super().__init__(graphs, host)

@@ -1,0 +1,65 @@
+"""The choice of route under "auto": a route that races another serves only where it won (`route_choice`)."""
+
+import time
+import warnings
+
+import pytest
+
+from conftest import tiny_encoder
+from sbert_keras.runtime import cold_start
+from sbert_keras.runtime import route_choice
+from sbert_keras.runtime.routes import base
+
+# The real race: conftest pins `route_choice.race` for every test.
+RACE = route_choice.race
+
+
+class SleepyRunner(base.Runner):
+    """A runner whose query takes `seconds`; counts its calls."""
+
+    def __init__(self, seconds):
+        self.seconds, self.calls = seconds, 0
+
+    def query(self, texts):
+        self.calls += 1
+        time.sleep(self.seconds)
+        return None, 0, False
+
+
+def test_race_times_interleaved_single_queries():
+    fast, slow = SleepyRunner(0.001), SleepyRunner(0.004)
+    assert RACE(fast, slow, texts=("a", "b"), rounds=3)
+    assert fast.calls == slow.calls == 2 * (1 + 3)  # one warm-up round, then the timed ones
+    assert not RACE(slow, fast, texts=("a",), rounds=3)
+
+
+@pytest.mark.parametrize("won, route", [(True, "xla"), (False, "fused")])
+def test_auto_takes_the_single_query_route_only_where_it_won(monkeypatch, on_host, won, route):
+    raced = []
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival: raced.append((runner, rival)) or won)
+    engine = on_host(tiny_encoder(), cpu_flags={"avx2", "fma"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a lost race is no failure
+        assert engine.select("auto", "one") == (engine.routes[route], "float32")
+    assert len(raced) == 1
+    assert engine.verdicts.get("xla>fused:one", "float32") is won
+    assert engine.select("float32", "one")[0].name == "xla"  # a named compute path runs no race
+    assert engine.select("auto", "few")[0].name == "fused"
+    assert len(raced) == 1
+
+
+def test_a_race_is_run_once_per_machine(monkeypatch, tmp_path):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    raced = []
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival: raced.append(1) or False)
+    first = tiny_encoder(seed=3)
+    text = "a man is playing guitar"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vector = first.encode([text])
+        again = tiny_encoder(seed=3)  # same weights: its verdicts and races come from disk
+        assert again.engine.select("auto", "one")[0].name == "fused"
+        again.encode([text])
+    assert raced == [1]
+    assert again.engine.verdicts.get("xla>fused:one", again.engine.route()[1]) is False
+    assert vector.shape == (1, first.embedding_dim)
