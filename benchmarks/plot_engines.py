@@ -38,12 +38,9 @@ def read_results(paths):
 
 
 def compute_class(row):
-    """`"float32"`, `"bfloat16"` or `"int8"` of a result (its variant, or the route `encode` reported)."""
-    variant = row["variant"]
-    if variant in encode_peers_report.PRECISION:
-        return encode_peers_report.PRECISION[variant]
-    plan = row.get("engine_plan") or row.get("route") or []
-    return plan[1] if len(plan) == 2 and plan[1] in COLOURS else "float32"
+    """`"float32"`, `"bfloat16"` or `"int8"` of a result: its `precision`, else what its variant names."""
+    precision = row.get("precision") or encode_peers_report.PRECISION.get(row["variant"], "float32")
+    return precision if precision in COLOURS else "float32"
 
 
 def plot(models, out):
@@ -51,7 +48,9 @@ def plot(models, out):
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a smaller, searchable SVG
     from matplotlib import pyplot
+    from matplotlib.patches import Patch
 
     heights = [len(rows) for rows in models.values()]
     figure, axes = pyplot.subplots(
@@ -72,9 +71,9 @@ def plot(models, out):
                 note += f"  (min cos {row['min_cos']:.4f})"
             axis.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, note, va="center", fontsize=7)
         axis.set_xlim(0, max(speeds) * 1.45)
-    handles = [matplotlib.patches.Patch(color=c, label=name) for name, c in COLOURS.items()]
-    figure.legend(handles=handles, loc="lower right", fontsize=8)
-    figure.tight_layout()
+    handles = [Patch(color=c, label=name) for name, c in COLOURS.items()]
+    figure.legend(handles=handles, loc="upper right", fontsize=8)
+    figure.tight_layout(rect=(0, 0, 1, 0.985))
     figure.savefig(out)
 
 

@@ -25,6 +25,7 @@ def test_plot_has_a_panel_per_model_and_leaves_out_what_did_not_time(tmp_path):
         result("all-mpnet-base-v2", "sentence-transformers", "openvino_bf16", 325.0, min_cos=0.9999),
         result("all-mpnet-base-v2", "sbert_keras", "encode_int8", 550.0, min_cos=0.996),
         result("all-mpnet-base-v2", "sbert_keras", "encode_auto", 300.0, contended=True),
+        result("all-mpnet-base-v2", "sbert_keras", "encode_auto", 320.0, precision="bfloat16"),
         result("bert-base", "sbert_keras", "encode_bfloat16", 330.0),
         '{"benchmark": "encode_peers", "kind": "result", "model": "bert-base", "engine": "x", "variant": "y", '
         '"error": "boom"}',
@@ -32,10 +33,10 @@ def test_plot_has_a_panel_per_model_and_leaves_out_what_did_not_time(tmp_path):
     run.write_text("\n".join(lines) + "\n", encoding="utf-8")
     models = plot_engines.read_results([run])
     assert {m: [r["variant"] for r in rows] for m, rows in models.items()} == {
-        "all-mpnet-base-v2": ["openvino_bf16", "encode_int8"],
+        "all-mpnet-base-v2": ["openvino_bf16", "encode_int8", "encode_auto"],
         "bert-base": ["encode_bfloat16"],
     }
-    assert [plot_engines.compute_class(r) for r in models["all-mpnet-base-v2"]] == ["bfloat16", "int8"]
+    assert [plot_engines.compute_class(r) for r in models["all-mpnet-base-v2"]] == ["bfloat16", "int8", "bfloat16"]
     out = tmp_path / "engines.svg"
     plot_engines.plot(models, out)
     text = out.read_text(encoding="utf-8")
