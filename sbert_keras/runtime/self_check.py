@@ -32,6 +32,7 @@ import warnings
 
 import numpy as np
 
+from sbert_keras.runtime import batching
 from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import graphs
 from sbert_keras.runtime.kernels import int8_quantization
@@ -63,13 +64,8 @@ def probe_batch(encoder, precision="float32"):
 def sentence_batch(encoder, texts):
     """`(token_ids, padding_mask)` of `texts` tokenised by `encoder.preprocessor`, padded to the longest."""
     rows, _ = encoder.preprocessor.tokenize(list(texts))
-    rows = [np.asarray(row) for row in (rows.to_list() if hasattr(rows, "to_list") else rows)]
-    width = max(len(row) for row in rows)
-    token_ids = np.full((len(rows), width), encoder.preprocessor.tokenizer.pad_token_id, "int32")
-    for i, row in enumerate(rows):
-        token_ids[i, : len(row)] = row
-    mask = (np.arange(width)[None, :] < np.array([len(row) for row in rows])[:, None]).astype("int32")
-    return token_ids, mask
+    lengths, token_ids = batching.lengths_and_matrix(rows, encoder.preprocessor.tokenizer.pad_token_id)
+    return token_ids, (np.arange(token_ids.shape[1])[None, :] < lengths[:, None]).astype("int32")
 
 
 def divergence(reference, candidate, precision):
