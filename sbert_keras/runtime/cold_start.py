@@ -48,9 +48,9 @@ CACHE_ENV = tf_startup.CACHE_ENV
 XLA_CACHE_FLAG = tf_startup.XLA_CACHE_FLAG
 # Elements of each weight read into the verdict cache's key (`weights_digest`).
 KEY_SAMPLES = 65536
-# The revision of the self-checks' probes and gates (`self_check`), part of the key: a verdict
-# reached by another probe is not reused.
-CHECKS_REVISION = 2
+# The revision of the self-checks' probes and gates (`self_check`) and of the fused graph they
+# judge, part of the key: a verdict reached by another probe or on another graph is not reused.
+CHECKS_REVISION = 3
 cache_dir = tf_startup.cache_dir
 enable_xla_cache = tf_startup.enable_xla_cache
 

@@ -112,11 +112,13 @@ def compute_weights(backbone, precision, int8_stats=None, int8_recipe=None, host
         parts = block_sublayers(block)
         qkv = (parts.query, parts.key, parts.value)
         hidden = parts.query.kernel.shape[0]
+        # The attention's 1/sqrt(head_dim) is folded into the query's columns: one pass less per layer.
+        scales = (1.0 / math.sqrt(hidden // backbone.num_heads), 1.0, 1.0)
         blocks.append(
             BlockWeights(
                 matmul(
-                    tf.concat([tf.reshape(kernel_of(d), [hidden, -1]) for d in qkv], axis=1),
-                    tf.concat([tf.reshape(d.bias, [-1]) for d in qkv], axis=0),
+                    tf.concat([tf.reshape(kernel_of(d), [hidden, -1]) * s for d, s in zip(qkv, scales)], axis=1),
+                    tf.concat([tf.reshape(d.bias, [-1]) * s for d, s in zip(qkv, scales)], axis=0),
                     "qkv",
                     i,
                 ),
@@ -306,8 +308,9 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None):
         for i, block in enumerate(model.blocks):
             qkv = tf.cast(matmul(x, block.qkv), "float32")
             qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, num_heads, head_dim]), [2, 0, 3, 1, 4])
-            scores = tf.matmul(qkv[0] * (1.0 / math.sqrt(head_dim)), qkv[1], transpose_b=True)
-            context = tf.matmul(tf.nn.softmax(scores + attention_bias), qkv[2])
+            q, k, v = (tf.reshape(t, [batch, num_heads, length, head_dim]) for t in tf.split(qkv, 3, axis=0))
+            scores = tf.matmul(q, k, transpose_b=True)  # q carries 1/sqrt(head_dim) (`compute_weights`)
+            context = tf.matmul(tf.nn.softmax(scores + attention_bias), v)
             context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])
             attended = tf.cast(matmul(context, block.attention_output), "float32")
             x = layer_norm(attended + x, block.attention_norm, epsilons[i + 1][0])
