@@ -5,9 +5,10 @@ class (float32, bf16, int8), labelled with its texts/s and, where scored,
 its minimum cosine to sentence-transformers float32. Variants that failed,
 were skipped or ran contended are left out (a contended run is named in the
 title). matplotlib draws it (`requirements-dev.txt`); the runs it reads are
-kept in `benchmarks/runs/`.
+kept in `benchmarks/runs/`, named by model and commit. Pass the runs of one
+window: speeds of different windows do not compare.
 
-    .venv/bin/python benchmarks/plot_engines.py --out benchmarks/engines.svg benchmarks/runs/*.jsonl
+    .venv/bin/python benchmarks/plot_engines.py --out benchmarks/engines.svg benchmarks/runs/*-COMMIT.jsonl
 """
 
 import argparse
