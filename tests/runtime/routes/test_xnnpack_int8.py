@@ -4,6 +4,9 @@ XNNPACK computes the same int8 arithmetic on any x86-64 CPU (VNNI only makes
 it faster), so the route is tested on every machine on a `Host` that reports VNNI.
 """
 
+import contextlib
+import io
+import re
 import threading
 
 import keras_hub
@@ -11,7 +14,9 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime.routes import xnnpack_int8
+from sbert_keras.utils.backends import tensorflow as tf
 
 TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen", "red car fast", "the dog runs"]
 
@@ -52,6 +57,22 @@ def test_int8_encode_runs_through_xnnpack_close_to_float32(vnni_encoder):
     np.testing.assert_allclose(encoder.encode(TEXTS[2], compute="int8"), out[2], atol=1e-5)
     # No SavedModel holds int8: the exportable routes fall back to float32.
     assert encoder.engine.plan("int8") == ("fused", "float32")
+
+
+def test_the_blocks_convert_to_ops_xnnpack_runs():
+    # Strided slices run in TFLite's single-threaded kernel, outside XNNPACK: none may sit in a block.
+    encoder = tiny_encoder()
+    weights = encoder.engine.routes["xnnpack"].graphs.fused_weights("float32")
+    forward = fused_graph.build_forward(encoder, weights, fused_norm=False)
+    model = xnnpack_int8.convert(tf.function(forward, input_signature=xnnpack_int8.signature()))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        tf.lite.experimental.Analyzer.analyze(model_content=model)
+    ops = re.findall(r"Op#(\d+) (\w+)\(", printed.getvalue())
+    first_matmul = min(int(i) for i, name in ops if name == "FULLY_CONNECTED")
+    assert [name for i, name in ops if int(i) > first_matmul and name == "STRIDED_SLICE"] == []
+    assert [name for i, name in ops].count("SPLIT") == encoder.backbone.num_layers  # query, key, value
+    assert "MUL" not in [name for i, name in ops if int(i) > first_matmul][:8]  # no scaling of the queries
 
 
 def test_xnnpack_follows_new_weights(vnni_encoder):
