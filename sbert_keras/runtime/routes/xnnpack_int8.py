@@ -16,6 +16,8 @@ added; `ai_edge_litert`'s interpreter, its successor, is used where it is
 installed. The converted model is a snapshot of the weights: the engine
 converts again when they change (`FusedWeights.version`) and checks the
 result against the Keras graph on first use (`self_check.probe_check`).
+Converting takes tens of seconds at base size, so the model is kept on disk
+for later processes with the same weights (`cold_start.converted_model`).
 A SavedModel cannot hold this route (TF Serving runs TensorFlow graphs), and
 it holds no int8 at all (`defaults.EXPORT_COMPUTES`). Set
 `SBERT_KERAS_NO_XNNPACK=1` to run `encode`'s int8 through oneDNN instead.
@@ -35,6 +37,7 @@ import warnings
 
 import numpy as np
 
+from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime import strings_graph
@@ -42,7 +45,8 @@ from sbert_keras.runtime.routes import base
 from sbert_keras.utils.backends import tensorflow as tf
 
 DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
-# CPU features of XNNPACK's fast int8 kernels; without them int8 falls back (see `available`).
+# The converted model's name in the cache of converted models (`cold_start.converted_model`).
+CACHE_KIND = "xnnpack-int8"
 
 
 def signature():
@@ -174,9 +178,14 @@ class XnnpackInt8Route(base.Route):
         """
         weights = weights or self.graphs.fused_weights("float32")
         if self.interpreter is None or self.interpreter.version != weights.version:
-            forward = fused_graph.build_forward(self.encoder, weights, fused_norm=False)
+
+            def converted():
+                forward = fused_graph.build_forward(self.encoder, weights, fused_norm=False)
+                return convert(tf.function(forward, input_signature=signature()))
+
             self.interpreter = None  # the old interpreter's memory goes before the new one is built
-            self.interpreter = Runner(convert(tf.function(forward, input_signature=signature())), weights.version)
+            model = cold_start.converted_model(self.encoder, CACHE_KIND, converted, self.host)
+            self.interpreter = Runner(model, weights.version)
         return self.interpreter
 
     def build(self, precision):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_encoder
+from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime.routes import xnnpack_int8
 from sbert_keras.utils.backends import tensorflow as tf
@@ -86,6 +87,19 @@ def test_xnnpack_follows_new_weights(vnni_encoder):
     np.testing.assert_allclose(encoder.encode(TEXTS, compute="int8"), expected, atol=1e-5)
     assert min_cosine(before, expected) < 0.9  # the weights did change
     assert encoder.engine.routes["xnnpack"].runner().version == version + 1  # converted once more
+
+
+def test_a_later_encoder_with_the_same_weights_reads_the_converted_model_from_disk(tmp_path, monkeypatch, vnni_encoder):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    calls, convert = [], xnnpack_int8.convert
+    monkeypatch.setattr(xnnpack_int8, "convert", lambda function: calls.append(1) or convert(function))
+    expected = vnni_encoder(seed=3).encode(TEXTS, compute="int8")
+    assert len(calls) == 1 and len(list((tmp_path / "converted").iterdir())) == 1
+    again = vnni_encoder(seed=3)  # a new process would build the same model
+    np.testing.assert_allclose(again.encode(TEXTS, compute="int8"), expected, atol=1e-6)
+    assert len(calls) == 1 and again.engine.route("int8") == ("xnnpack", "int8")
+    vnni_encoder(seed=4).encode(TEXTS, compute="int8")  # other weights: converted
+    assert len(calls) == 2
 
 
 def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch, vnni_encoder):
