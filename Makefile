@@ -60,7 +60,8 @@ lint: install-dev
 test: install-dev lint fixtures
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "not backends" tests
 	# Each starts TensorFlow, JAX and PyTorch processes: after the suite above, not beside its grown workers (memory).
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --durations=10 -m backends tests
+	# By file: a module's training runs (a module-scoped fixture) then happen on one worker, once.
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 -m backends tests
 	$(MAKE) test-backends
 
 # Without TensorFlow: KerasHub 0.32 requires tensorflow-text on Linux and the MiniLM package torch with
