@@ -27,6 +27,7 @@ ones `sentence-transformers[openvino]` and `nncf`; each venv has only one of
 them, so onnxruntime, openvino and nncf are imported where they are used.
 """
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -53,10 +54,21 @@ def work_copy(model_dir, work, backend):
     One per backend: `save_pretrained` rewrites `modules.json` in the format of
     the sentence-transformers version that runs it, and 5.7 (ONNX venv) cannot
     read the module paths 6.2 (OpenVINO venv) writes.
+    Likewise transformers 5 writes `extra_special_tokens` in
+    `tokenizer_config.json` as a list, which transformers 4 (ONNX venv) reads
+    only as a mapping: in the copy, a list naming tokens the config already
+    names (`<s>`, `</s>`) is dropped.
     """
     copy = Path(work) / f"st_model_{backend}"
     if not (copy / "modules.json").is_file():
         shutil.copytree(model_dir, copy, dirs_exist_ok=True)
+    config_path = copy / "tokenizer_config.json"
+    if config_path.is_file():
+        config = json.loads(config_path.read_text())
+        extra = config.get("extra_special_tokens")
+        if isinstance(extra, list) and set(extra) <= {v for v in config.values() if isinstance(v, str)}:
+            del config["extra_special_tokens"]
+            config_path.write_text(json.dumps(config, indent=2))
     return copy
 
 
