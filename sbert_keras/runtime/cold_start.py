@@ -4,7 +4,7 @@ The first call of an encoder in a process checks each fast path against the
 float32 Keras graph (`sbert_keras.runtime.engine`) and compiles graphs (XLA for
 single queries, TFLite for int8): a first call long enough to be taken
 for a hang, and longer the larger the model (benchmarks/RESULTS.md, "Time
-to the first vector"). Four things make that bearable:
+to the first vector"). Five things make that bearable:
 
 - `status`: one line on stderr when that work starts and one when it ends
   (`encode`, the CLI, `SentenceEncoder.warmup`), so a long first call is
@@ -52,7 +52,8 @@ XLA_CACHE_FLAG = tf_startup.XLA_CACHE_FLAG
 # Elements of each weight read into the verdict cache's key (`weights_digest`).
 KEY_SAMPLES = 65536
 # The revision of the self-checks' probes and gates (`self_check`) and of the fused graph they
-# judge, part of the key: a verdict reached by another probe or on another graph is not reused.
+# judge, part of the key: a verdict reached by another probe or on another graph, or a model
+# converted from another graph (`converted_model`), is not reused.
 CHECKS_REVISION = 3
 # Converted model files kept on disk (`converted_model`); the least recently used go first.
 CONVERTED_KEPT = 4
