@@ -42,6 +42,7 @@ import keras
 import keras_hub
 import numpy as np
 
+from sbert_keras.utils import atomic_io
 from sbert_keras.utils import console
 from sbert_keras.utils import hardware
 from sbert_keras.utils import tf_startup
@@ -179,15 +180,9 @@ class VerdictCache:
             return
         verdicts = self._read()
         verdicts[f"{name}/{precision}"] = bool(verdict)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        try:
+        with contextlib.suppress(OSError):  # a full or read-only disk: the cache only saves time
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(temporary, "w", encoding="utf-8") as f:
-                json.dump(verdicts, f, sort_keys=True)
-            os.replace(temporary, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.remove(temporary)
+            atomic_io.write_json(path, verdicts)
 
 
 def converted_model(encoder, kind, convert, host=None):
@@ -197,7 +192,7 @@ def converted_model(encoder, kind, convert, host=None):
     later process with the same weights, library versions, graph revision
     (`CHECKS_REVISION`) and CPU reads it back, and a file whose bytes do not
     match its name (cut short, edited) is removed and converted again. It is
-    written to a temporary file, then renamed; only the `CONVERTED_KEPT`
+    written atomically (`atomic_io.replace_atomically`); only the `CONVERTED_KEPT`
     most recently used files stay. With the cache off or unwritable,
     `convert()` runs each time.
 
@@ -219,7 +214,7 @@ def converted_model(encoder, kind, convert, host=None):
     prefix = f"{model_key(encoder, host)}-{kind}-"
     with contextlib.suppress(OSError):
         for name in sorted(os.listdir(folder)):
-            if not name.startswith(prefix) or name.endswith(".tmp"):  # another process's write in flight
+            if not name.startswith(prefix):  # other models, and writes in flight (`.<name>.tmp-...`)
                 continue
             path = os.path.join(folder, name)
             data = _read_bytes(path)
@@ -243,20 +238,18 @@ def _read_bytes(path):
 
 
 def _store(folder, name, data):
-    """Writes `data` to `folder/name` (temporary file, then rename) and prunes to `CONVERTED_KEPT` files."""
-    path = os.path.join(folder, name)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(folder, exist_ok=True)
+    """Writes `data` to `folder/name` (`atomic_io.replace_atomically`) and prunes to `CONVERTED_KEPT` files."""
+
+    def write(temporary):
         with open(temporary, "wb") as f:
             f.write(data)
-        os.replace(temporary, path)
-        kept = [os.path.join(folder, n) for n in os.listdir(folder) if not n.endswith(".tmp")]
+
+    with contextlib.suppress(OSError):  # a full or read-only disk: the cache only saves time
+        os.makedirs(folder, exist_ok=True)
+        atomic_io.replace_atomically(write, os.path.join(folder, name))
+        kept = [os.path.join(folder, n) for n in os.listdir(folder) if not n.startswith(".")]  # not in flight
         for old in sorted(kept, key=os.path.getmtime, reverse=True)[CONVERTED_KEPT:]:
             os.remove(old)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
 
 
 def status(encoder, precision, enabled=True, stream=None):
