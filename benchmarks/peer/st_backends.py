@@ -54,6 +54,7 @@ def work_copy(model_dir, work, backend):
     One per backend: `save_pretrained` rewrites `modules.json` in the format of
     the sentence-transformers version that runs it, and 5.7 (ONNX venv) cannot
     read the module paths 6.2 (OpenVINO venv) writes.
+
     Likewise transformers 5 writes `extra_special_tokens` in
     `tokenizer_config.json` as a list, which transformers 4 (ONNX venv) reads
     only as a mapping: in the copy, a list naming tokens the config already
