@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from conftest import tiny_encoder
 from sbert_keras import SentenceEncoder
+from sbert_keras.compat.keras import flatten_layers
 
 TEXTS = ["a man is playing guitar", "the cat sleeps on the sofa", "a dog", "the red car is fast"]
 
@@ -87,6 +88,15 @@ def test_keras_round_trip(tmp_path):
     assert isinstance(restored, SentenceEncoder)
     assert restored.pooling == "max" and restored.normalize
     np.testing.assert_allclose(restored.encode(TEXTS), encoder.encode(TEXTS), atol=1e-6)
+
+
+def test_every_layer_is_built_before_any_text_is_tokenised(tmp_path):
+    # Keras' JAX trainer runs a model with an unbuilt layer eagerly before each `predict_on_batch`.
+    encoder = tiny_encoder()
+    path = os.path.join(tmp_path, "encoder.keras")
+    encoder.save(path)
+    for model in (encoder, keras.saving.load_model(path)):
+        assert [layer.name for layer in flatten_layers(model) if not layer.built] == []
 
 
 def test_normalize_false_returns_raw_pooled_vectors():

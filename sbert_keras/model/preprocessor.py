@@ -181,6 +181,16 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
         super().__init__(tokenizer=tokenizer, sequence_length=sequence_length, **kwargs)
         self.include_segment_ids = include_segment_ids
         self.added_tokens = [dict(t) for t in added_tokens or ()]
+        self.build(None)
+
+    def build(self, input_shape=None):
+        """Marks it and its tokenizer built (no state waits for a shape; `ragged_token_ids` packs, not a packer).
+
+        Called by `__init__`: Keras' JAX `predict_on_batch` runs a model holding an unbuilt layer eagerly first.
+        """
+        if not self.tokenizer.built:
+            self.tokenizer.build(None)
+        super(keras_hub.models.TextEmbedderPreprocessor, self).build(input_shape)
 
     @property
     def sequence_length(self):
@@ -201,17 +211,10 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
     def format_features(self, token_ids):
         """Padded token ids -> the model-input dict (mask = not padding)."""
         token_ids = tf.cast(token_ids, "int32")
-        inputs = {
-            "token_ids": token_ids,
-            "padding_mask": tf.cast(token_ids != self.tokenizer.pad_token_id, "int32"),
-        }
+        inputs = {"token_ids": token_ids, "padding_mask": tf.cast(token_ids != self.tokenizer.pad_token_id, "int32")}
         if self.include_segment_ids:
             inputs["segment_ids"] = tf.zeros_like(token_ids)
         return inputs
-
-    def _format_output(self, token_ids, segment_ids):
-        # The documented hook of `TextEmbedderPreprocessor`.
-        return self.format_features(token_ids)
 
     def token_ids(self, texts):
         """Graph-safe: strings `(n,)` -> their token ids, ragged, added tokens split out.
@@ -228,21 +231,22 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
         return ids[0] if scalar else ids
 
     def call(self, x, y=None, sample_weight=None):
-        """Strings -> the model-input dict (the `TextEmbedderPreprocessor` call, through `token_ids`).
+        """Strings -> the model-input dict (the `TextEmbedderPreprocessor` call, packed by `ragged_token_ids`).
 
         Outside TensorFlow (JAX, PyTorch) strings are tokenised on the host
         and padded to `sequence_length` (numpy arrays), as KerasHub does.
         """
         x = x if isinstance(x, tuple) else (x,)
-        if not backends.uses_tensorflow() and not any(backends.is_tf_tensor(s, ragged=True) for s in x):
-            if len(x) != 1:
-                raise ValueError(f"SentenceEncoderPreprocessor takes one segment of texts; received {len(x)}.")
+        if len(x) != 1:
+            raise ValueError(f"SentenceEncoderPreprocessor takes one segment of texts; received {len(x)}.")
+        if not backends.uses_tensorflow() and not backends.is_tf_tensor(x[0], ragged=True):
             inputs = self.host_inputs(check_texts(x[0], "x"), self.sequence_length)
             return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
-        x = tuple(self.token_ids(segment) for segment in x)
-        token_ids, segment_ids = self.packer(x)
-        x = self._format_output(token_ids, segment_ids)
-        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+        texts = tf.convert_to_tensor(x[0], tf.string)
+        ids, _ = self.ragged_token_ids(tf.reshape(texts, [-1]))
+        token_ids = ids.to_tensor(self.tokenizer.pad_token_id, shape=[None, self.sequence_length])
+        inputs = self.format_features(token_ids[0] if texts.shape.rank == 0 else token_ids)
+        return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
 
     def ragged_token_ids(self, texts):
         """Graph-safe: strings -> `[start] ids [end]` as a RaggedTensor.

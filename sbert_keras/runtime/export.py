@@ -260,8 +260,6 @@ def export_saved_model(
         return {"embeddings": embeddings}
 
     archive = keras.export.ExportArchive()
-    if not preprocessor.built:
-        preprocessor.build(None)
     for trackable in [*trackables, preprocessor]:
         archive.track(trackable)
     endpoint = archive.add_endpoint(

@@ -64,6 +64,13 @@ def test_keras_files_written_by_tensorflow_load_with_the_same_vectors(run, name)
     assert result["max_abs_diff"] <= 5e-5  # the tolerance of tests/project/test_saved_models.py for `encode`
 
 
+def test_loaded_encoders_have_every_layer_built(run):
+    """An unbuilt layer (a preprocessor that never ran) makes JAX's `predict_on_batch` run the model eagerly."""
+    loaded = {**run[0]["parity"], **run[0]["keras_files"]}
+    checked = {name: result["unbuilt"] for name, result in loaded.items() if "unbuilt" in result}
+    assert checked and all(names == [] for names in checked.values()), checked
+
+
 def test_training_runs_and_writes_a_sentence_transformers_folder(run):
     report, out = run
     assert not report["tensorflow_imported"]
