@@ -35,8 +35,9 @@ class SiamesePreprocessor(keras_hub.models.Preprocessor):
         self.preprocessor = preprocessor
         self.roles = tuple(roles)
         self.dummy_labels = dummy_labels
+        self.build(None)  # built at once, as `SentenceEncoderPreprocessor` is (see its `build`)
 
-    def build(self, input_shape):
+    def build(self, input_shape=None):
         self.built = True  # stateless: the wrapped preprocessor holds the vocabulary
 
     def call(self, x, y=None, sample_weight=None):

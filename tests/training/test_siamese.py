@@ -8,6 +8,7 @@ import sbert_keras as sk
 from conftest import tiny_encoder
 from harness import run_model_saving_test
 from harness import run_serialization_test
+from sbert_keras.compat.keras import flatten_layers
 from sbert_keras.training import fit_checks
 from sbert_keras.training import siamese
 from sbert_keras.utils import defaults
@@ -141,6 +142,13 @@ def test_head_only_calls_layers_made_in_init(kind):
     model.head(embeddings)
     assert {name: getattr(model, name) for name in layers} == layers
     assert len(list(model._flatten_layers())) == count
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_layer_is_built_at_construction(kind):
+    # Keras' JAX trainer builds a model with an unbuilt layer by calling it before each `*_on_batch`.
+    model, _, _ = build(kind, tiny_encoder())
+    assert [layer.name for layer in flatten_layers(model) if not layer.built] == []
 
 
 def test_defaults_come_from_one_module(encoder):
