@@ -2,7 +2,8 @@
 
 `model.fit(strings)` pads every text to `sequence_length` (KerasHub's
 preprocessor packs to a fixed length). For training, this module instead
-tokenises inside tf.data and pads each batch only to a length from the
+tokenises each column once (`token_id_columns`), gathers the rows of each
+batch inside tf.data and pads them only to a length from the
 small set `defaults.BUCKETS`, so the train step sees few distinct shapes
 (Keras' `reduce_retracing` keeps it at one or two traces). Three batchings
 (`defaults.BATCHINGS`), planned in NumPy by `batch_plans`:
@@ -49,19 +50,28 @@ from sbert_keras.utils.backends import tensorflow as tf
 from sbert_keras.utils.defaults import PAPER_BATCH_SIZE
 
 
-def row_lengths(columns, preprocessor):
+def token_id_columns(columns, preprocessor, chunk=4096):
+    """Each column's `[start] ids [end]` rows (cut at `sequence_length`) as one `tf.RaggedTensor`, tokenised once.
+
+    `preprocessor.tokenize` runs `ragged_token_ids` as a `tf.function`
+    traced once per preprocessor; the texts go through it `chunk` at a time.
+    """
+    tokenized = []
+    for column in columns:
+        parts = [preprocessor.tokenize(list(column[i : i + chunk]))[0] for i in range(0, len(column), chunk)]
+        tokenized.append(tf.concat(parts, axis=0) if parts else preprocessor.tokenize([])[0])
+    return tokenized
+
+
+def row_lengths(columns, preprocessor, ids=None):
     """`(n,)` int64: each row's length in tokens (start and end included, cut at `sequence_length`), its longest role's.
 
-    The lengths `_bucketed` sorts rows into buckets by, computed the same way
-    (`ragged_token_ids`) in one tf.data pass over the texts.
+    The lengths `_bucketed` sorts rows into buckets by. `ids`: the columns'
+    `token_id_columns`, when already computed.
     """
-
-    def longest(*texts):
-        return tf.reduce_max(tf.stack([preprocessor.ragged_token_ids(t)[0].row_lengths() for t in texts]), axis=0)
-
-    ds = tf.data.Dataset.from_tensor_slices(tuple(columns)).batch(1024)
-    ds = ds.map(longest, num_parallel_calls=tf.data.AUTOTUNE)
-    return np.concatenate([np.zeros(0, "int64"), *ds.as_numpy_iterator()])
+    ids = token_id_columns(columns, preprocessor) if ids is None else ids
+    lengths = [ragged.row_lengths().numpy().astype("int64") for ragged in ids]
+    return np.max(np.stack(lengths), axis=0) if lengths else np.zeros(0, "int64")
 
 
 def siamese_dataset(
@@ -147,11 +157,11 @@ def _bucketed(columns, labels, preprocessor, batch_size, shuffle, seed, passes=N
     """Length-bucketed batches of `(ids per role, labels)` (of `passes`, see `siamese_dataset`)."""
     n = len(labels)
     pad = preprocessor.tokenizer.pad_token_id
-    texts = [tf.constant(c, tf.string) for c in columns]
+    ids = token_id_columns(columns, preprocessor)  # tokenised once, for the lengths and every pass
     targets = tf.constant(labels)
 
-    def tokenize(index):
-        ragged = [preprocessor.ragged_token_ids(tf.gather(t, index))[0] for t in texts]
+    def gather(index):
+        ragged = [tf.gather(column, index) for column in ids]
         y = tf.gather(targets, index)
         return tuple(r.to_tensor(pad) for r in ragged), tuple(r.row_lengths() for r in ragged), y
 
@@ -161,8 +171,8 @@ def _bucketed(columns, labels, preprocessor, batch_size, shuffle, seed, passes=N
     boundaries = bucket_boundaries(preprocessor.sequence_length)
 
     def one_pass(order):
-        # Tokenise in large batches (fast), then split back into examples.
-        ds = order.batch(1024).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        # Gather in large batches (fast), then split back into examples.
+        ds = order.batch(1024).map(gather, num_parallel_calls=tf.data.AUTOTUNE)
         ds = ds.unbatch().map(trim, num_parallel_calls=tf.data.AUTOTUNE)
         return ds.bucket_by_sequence_length(
             element_length_func=lambda ids, y: tf.reduce_max([tf.shape(t)[0] for t in ids]),
@@ -172,7 +182,7 @@ def _bucketed(columns, labels, preprocessor, batch_size, shuffle, seed, passes=N
             pad_to_bucket_boundary=True,
         )
 
-    count = bucket_batch_count(row_lengths(columns, preprocessor), preprocessor.sequence_length, batch_size)
+    count = bucket_batch_count(row_lengths(columns, preprocessor, ids), preprocessor.sequence_length, batch_size)
     if passes is None:
         order = tf.data.Dataset.range(n)
         if shuffle:
@@ -194,16 +204,16 @@ def _planned(columns, labels, preprocessor, plans, passes=None):
     """
     pad = preprocessor.tokenizer.pad_token_id
     widths = tf.constant([b - 1 for b in bucket_boundaries(preprocessor.sequence_length)], tf.int64)
-    texts = [tf.constant(c, tf.string) for c in columns]
+    ids = token_id_columns(columns, preprocessor)
     targets = tf.constant(labels)
 
     def gather(index):
-        ragged = [preprocessor.ragged_token_ids(tf.gather(t, index))[0] for t in texts]
+        ragged = [tf.gather(column, index) for column in ids]
         longest = tf.reduce_max([tf.reduce_max(r.row_lengths()) for r in ragged])
         width = tf.gather(widths, tf.searchsorted(widths, tf.reshape(longest, [1]))[0])
         shape = tf.stack([tf.size(index, tf.int64), width])
-        ids = tuple(tf.cast(r.to_tensor(pad, shape=shape), tf.int32) for r in ragged)
-        return ids, tf.gather(targets, index)
+        padded = tuple(tf.cast(r.to_tensor(pad, shape=shape), tf.int32) for r in ragged)
+        return padded, tf.gather(targets, index)
 
     def plan():
         if passes is None:
