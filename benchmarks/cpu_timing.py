@@ -17,10 +17,13 @@ CONTENDED_CORES = 0.1
 # oneDNN (TensorFlow's, torch's), torch's own kernels, MKL and OpenBLAS honor
 # in its variants' environment; `cpu_flags` then reports what an AVX2-only
 # CPU would (no AVX-512, AMX or AVX-VNNI), so the library picks its paths
-# as it would there. Eigen's kernels in TensorFlow are not capped.
+# as it would there. Eigen's kernels in TensorFlow are not capped, nor are
+# XNNPACK's (it reads the CPU itself), so the library's XNNPACK routes are
+# turned off: the emulation times TensorFlow's graphs capped at AVX2.
 EMULATE_AVX2_ENV = "ENCODE_PEERS_EMULATE_AVX2"
 AVX2_CAPS = {
     EMULATE_AVX2_ENV: "1",
+    "SBERT_KERAS_NO_XNNPACK": "1",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "ATEN_CPU_CAPABILITY": "avx2",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",

@@ -105,12 +105,10 @@ def precision_of(result):
 
 
 def matmul_peak(peaks, precision, shape):
-    """The bare-matmul GFLOP/s of `precision` at `shape`; for int8 the fastest int8 matmul measured
-    (XNNPACK's where it ran; TensorFlow's own int8 `BatchMatMulV3` is Eigen's, far slower)."""
-    if precision == "int8":
-        found = [peaks[k] for k in (f"int8_{shape}", f"xnnpack_int8_{shape}") if k in peaks]
-        return max(found) if found else None
-    return peaks.get(f"{precision}_{shape}")
+    """The bare-matmul GFLOP/s of `precision` at `shape`: the fastest matmul of that precision measured
+    (TensorFlow's, or XNNPACK's where it ran; TensorFlow's own int8 `BatchMatMulV3` is Eigen's, far slower)."""
+    found = [peaks[k] for k in (f"{precision}_{shape}", f"xnnpack_{precision}_{shape}") if k in peaks]
+    return max(found) if found else None
 
 
 def add_gflops(results):

@@ -11,6 +11,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # No verdict or XLA cache shared between tests (tests/runtime/test_cold_start.py turns it on in tmp folders).
 os.environ["SBERT_KERAS_CACHE_DIR"] = ""
+# `encode` through TensorFlow's graphs: each encoder's XNNPACK route would convert a TFLite model first
+# (seconds a test). The tests of those routes, and of every family's routes, turn it back on.
+os.environ["SBERT_KERAS_NO_XNNPACK"] = "1"
 # The suite without TensorFlow (`make test-backends` runs it in `.venv-backends`, with `--confcutdir
 # tests/backends`, so this file is not loaded there): its point is a process that never had TensorFlow.
 collect_ignore = ["backends"]
@@ -170,7 +173,7 @@ def _xla_wins_its_races(monkeypatch):
     """Under "auto" the XLA single query serves only where it won a timed race against the fused
     graph (`route_choice.race`); a tiny model's race is noise, so every test sees it won, and the
     tests of the race (tests/runtime/test_route_choice.py) decide it themselves."""
-    monkeypatch.setattr(route_choice, "race", lambda runner, rival: True)
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: True)
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ reachable here, so the model is registered with
 `TextEmbedding.add_custom_model` (mean pooling, L2 normalisation, dim 384)
 and loaded from the ONNX files that `st_backends.py` exports into
 `--work/st_model_onnx/onnx/` (exporting them first when absent): `model.onnx` for
-fp32, the dynamic int8 `model_qint8_<config>.onnx` for int8. ONNX Runtime
+fp32, the dynamic int8 `model_q[u]int8_<config>.onnx` for int8. ONNX Runtime
 runs with 2 threads (`threads=2`), batch 32.
 """
 

@@ -20,8 +20,9 @@ saved to --out), so both sides are timed by the same code. Variants:
   flops        no timing of an encoder: the FLOPs of a BERT forward over the
                texts' real tokens (`encode_throughput.FlopModel`), and the GFLOP/s
                of bare matmuls (float32, bfloat16, int8 -> int32 BatchMatMulV3:
-               the op Keras's int8 Dense runs; xnnpack_int8: dynamic-range int8
-               through TFLite's XNNPACK, what `encode` int8 runs) at the shape of
+               the op Keras's int8 Dense runs; xnnpack_int8 and xnnpack_float32:
+               dynamic-range int8 and float32 through TFLite's XNNPACK, what
+               `encode` int8 runs, and float32 on an AVX2-only CPU) at the shape of
                the model's feed-forward (448 x hidden @ hidden x intermediate:
                448x384x1536 for MiniLM, 448x768x3072 at base size) and at 2048^3;
   serve_P      in a fresh process, `tf.saved_model.load` of that folder and its
@@ -149,14 +150,15 @@ def serve_function(args):
     return encode, {"saved_model": str(path), "output": output, "throughput_mode": "one request holding all texts"}
 
 
-def xnnpack_int8_gflops(m, k, n, repeats=10):
-    """GFLOP/s of one `(m, k) @ (k, n)` matmul as the int8 route runs it: dynamic-range int8 in TFLite's XNNPACK."""
-    from sbert_keras.runtime.routes import xnnpack_int8
+def xnnpack_gflops(m, k, n, quantize, repeats=10):
+    """GFLOP/s of one `(m, k) @ (k, n)` matmul as the XNNPACK routes run it: in TFLite's XNNPACK, dynamic-range
+    int8 (`quantize`) or float32."""
+    from sbert_keras.runtime.routes import xnnpack
 
     rng = np.random.default_rng(0)
     kernel = tf.constant(rng.standard_normal((k, n)).astype("float32"))
     matmul = tf.function(lambda x: tf.matmul(x, kernel), input_signature=[tf.TensorSpec([m, k], tf.float32)])
-    interpreter = xnnpack_int8.make_interpreter(xnnpack_int8.convert(matmul))
+    interpreter = xnnpack.make_interpreter(xnnpack.convert(matmul, quantize))
     interpreter.allocate_tensors()
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], rng.standard_normal((m, k)).astype("float32"))
     times = []
@@ -183,7 +185,8 @@ def flops(args):
         a = tf.cast(tf.random.uniform([m, k], -127, 128, tf.int32), tf.int8)
         b = tf.cast(tf.random.uniform([k, n], -127, 128, tf.int32), tf.int8)
         peaks[f"int8_{shape}"] = 2.0 * m * k * n / common.median_ms(int8_matmul, (a, b), 10) / 1e6
-        peaks[f"xnnpack_int8_{shape}"] = xnnpack_int8_gflops(m, k, n)
+        peaks[f"xnnpack_int8_{shape}"] = xnnpack_gflops(m, k, n, quantize=True)
+        peaks[f"xnnpack_float32_{shape}"] = xnnpack_gflops(m, k, n, quantize=False)
     peer_common.emit(
         engine="sbert_keras",
         variant="flops",

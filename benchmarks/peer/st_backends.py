@@ -111,11 +111,13 @@ def prepare_onnx(model_dir, work, variant):
             export_optimized_onnx_model(load_onnx(copy, "onnx/model.onnx"), "O3", str(copy))
         return copy, file_name
     config = int8_config()
-    file_name = f"onnx/model_qint8_{config}.onnx"
-    if not (copy / file_name).is_file():
+    # The file is named after the config's weight type: qint8 (avx512_vnni) or quint8 (avx2).
+    found = sorted((copy / "onnx").glob(f"model_q*int8_{config}.onnx"))
+    if not found:
         log(f"dynamic int8 quantization of the ONNX model ({config})")
         export_dynamic_quantized_onnx_model(load_onnx(copy, "onnx/model.onnx"), config, str(copy))
-    return copy, file_name
+        found = sorted((copy / "onnx").glob(f"model_q*int8_{config}.onnx"))
+    return copy, f"onnx/{found[0].name}"
 
 
 def prepare_openvino(model_dir, work, calibration=None):

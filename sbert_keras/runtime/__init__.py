@@ -14,7 +14,7 @@ importing only those below it:
   class) by a filter and sort over what the routes declare, and the one
   self-check verdict table;
 - `routes/`: the routes (`base`: what a route declares and the registry;
-  `keras_graph`, `fused`, `xla_query`, `xnnpack_int8`), each building a
+  `keras_graph`, `fused`, `xla_query`, `xnnpack`), each building a
   runner with one call for a few texts and one for batches;
 - `graphs`: one encoder's traced forward passes and cast weights;
 - `self_check`: the probe against the float32 Keras graph and `VerdictTable`;

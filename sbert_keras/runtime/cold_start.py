@@ -15,7 +15,7 @@ to the first vector"). Five things make that bearable:
   architecture, the library versions and the CPU, so a
   later process with the same model skips the probe runs (a fast path that
   failed keeps failing, with its warning);
-- `converted_model`: a converted model file (the int8 TFLite flatbuffer,
+- `converted_model`: a converted model file (a TFLite flatbuffer of the XNNPACK routes,
   tens of seconds and gigabytes of converter memory at base size) is kept
   under the same key, so a later process loads it instead of converting;
 - `enable_xla_cache` (`sbert_keras.utils.tf_startup`): TensorFlow's
@@ -204,7 +204,7 @@ def converted_model(encoder, kind, convert, host=None):
 
     Example:
     ```python
-    model = converted_model(encoder, "xnnpack-int8", lambda: xnnpack_int8.convert(forward))
+    model = converted_model(encoder, "xnnpack-int8", lambda: xnnpack.convert(forward))
     ```
     """
     folder = cache_dir()

@@ -157,7 +157,7 @@ class InferenceEngine:
             else:
                 ids, num_truncated = self.encoder.preprocessor.tokenize(texts)
                 run = self.runner(compute)
-                # An `xnnpack_int8.Runner` spreads each call over all cores itself (`max_concurrency` 1).
+                # An `xnnpack.Runner` spreads each call over all cores itself (`max_concurrency` 1).
                 concurrency = 1 if self.host.gpu else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
                 pad = self.encoder.preprocessor.tokenizer.pad_token_id
                 batching.run_batches(run, ids, pad, batch_size, out, show, concurrency)

@@ -20,8 +20,8 @@ Keras graph on first use and falls back when they differ, and `fused_support`
 refuses any layer it does not reproduce exactly (other classes, quantized
 layers, gated or windowed attention, activations it does not know).
 
-The same graph is converted to TensorFlow Lite for int8
-(`routes.xnnpack_int8`), so it avoids ops XNNPACK does not run: query, key
+The same graph is converted to TensorFlow Lite for XNNPACK
+(`routes.xnnpack`), so it avoids ops XNNPACK does not run: query, key
 and value leave their matmul through one `tf.split` (index slices become
 TFLite strided slices, single-threaded outside XNNPACK), and the attention's
 1/sqrt(head_dim) is folded into the query's weights (`compute_weights`).

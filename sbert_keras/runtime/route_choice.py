@@ -25,6 +25,8 @@ import statistics
 import time
 import warnings
 
+import numpy as np
+
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.kernels import int8_quantization
 from sbert_keras.runtime.kernels import onednn_int8
@@ -32,13 +34,14 @@ from sbert_keras.runtime.routes import base
 from sbert_keras.runtime.routes import fused  # noqa: F401 - each route module registers its route
 from sbert_keras.runtime.routes import keras_graph  # noqa: F401
 from sbert_keras.runtime.routes import xla_query  # noqa: F401
-from sbert_keras.runtime.routes import xnnpack_int8  # noqa: F401
+from sbert_keras.runtime.routes import xnnpack  # noqa: F401
 from sbert_keras.utils import hardware
 from sbert_keras.utils.defaults import COMPUTES
 
-# What a race times: short sentences, each one query, interleaved rounds after a warm-up round.
+# What a race times: short sentences, each one query (or together, tiled to one batch of `RACE_BATCH_ROWS`
+# rows, for batches), in interleaved rounds after a warm-up round.
 RACE_TEXTS = int8_quantization.CALIBRATION_SENTENCES[:4]
-RACE_ROUNDS = 5
+RACE_ROUNDS, RACE_BATCH_ROWS = 5, 32
 
 
 def resolve_compute(compute, host=None):
@@ -50,25 +53,43 @@ def resolve_compute(compute, host=None):
     return (host or hardware.current_host()).auto_precision() if compute == "auto" else compute
 
 
-def race(runner, rival, texts=RACE_TEXTS, rounds=RACE_ROUNDS):
-    """Whether `runner` answers each of `texts`, one per query, faster than `rival` (median of `rounds`).
+def race(runner, rival, texts=RACE_TEXTS, rounds=RACE_ROUNDS, batch=None):
+    """Whether `runner` answers faster than `rival` (median of `rounds`): each of `texts` as one query, or `batch`.
 
     Args:
         runner: a route's `Runner`.
         rival: the `Runner` it races.
         texts: strings, each sent alone.
         rounds: int. Timed rounds, the two runners interleaved, after one warm-up round each.
+        batch: `(token_ids, padding_mask)` or None. When given, each round is one call of each
+            runner's batch call on it instead of the queries.
     """
+    calls = {}
+    for candidate in (runner, rival):
+        if batch is None:
+            calls[candidate] = lambda candidate=candidate: [candidate.query([text]) for text in texts]
+        else:
+            run = candidate.batch()
+            calls[candidate] = lambda run=run: run(*batch)
 
     def seconds(candidate):
         start = time.perf_counter()
-        for text in texts:
-            candidate.query([text])
+        calls[candidate]()
         return time.perf_counter() - start
 
     seconds(runner), seconds(rival)
     times = [(seconds(runner), seconds(rival)) for _ in range(rounds)]
     return statistics.median(t[0] for t in times) < statistics.median(t[1] for t in times)
+
+
+def race_batch(encoder):
+    """The batch a race of batch calls times: `RACE_TEXTS` tokenised, tiled to `RACE_BATCH_ROWS` rows."""
+    if encoder.preprocessor is None:
+        token_ids, mask = self_check.probe_batch(encoder)
+    else:
+        token_ids, mask = self_check.sentence_batch(encoder, RACE_TEXTS)
+    repeat = -(-RACE_BATCH_ROWS // len(token_ids))
+    return np.tile(token_ids, (repeat, 1))[:RACE_BATCH_ROWS], np.tile(mask, (repeat, 1))[:RACE_BATCH_ROWS]
 
 
 def runnable_compute(compute, host, encoder, warned):
@@ -159,8 +180,12 @@ class RouteChoice:
             return True
         if not self.passes(rival.name, compute):
             return True
-        name = f"{route.name}>{rival.name}:{size}"
-        return self.verdicts.race(name, compute, lambda: race(route.build(compute), rival.build(compute)))
+
+        def timed():
+            batch = race_batch(self.encoder) if size == "batch" else None
+            return race(route.build(compute), rival.build(compute), batch=batch)
+
+        return self.verdicts.race(f"{route.name}>{rival.name}:{size}", compute, timed)
 
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.

@@ -19,6 +19,8 @@ from sbert_keras.utils.backends import tensorflow as tf
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 # CPU flags that give int8 dot products (VNNI, AMX); without them int8 is slower than float32.
 INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+# The 256-bit vector units of an AVX2 CPU, and the flag of the 512-bit ones it lacks.
+AVX2_FLAGS, AVX512_FLAG = frozenset({"avx2", "fma"}), "avx512f"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Host:
     ```python
     Host(cpu_flags={"avx2", "fma"}).auto_precision()  # "float32"
     Host(cpu_flags={"avx512_bf16"}).bf16  # True
+    Host(cpu_flags={"avx2", "fma"}).avx2_only  # True
     ```
     """
 
@@ -52,6 +55,11 @@ class Host:
     def int8(self):
         """Whether the CPU has int8 dot-product instructions."""
         return bool(INT8_FLAGS & self.cpu_flags)
+
+    @property
+    def avx2_only(self):
+        """Whether the CPU's widest vectors are AVX2's (with FMA): no AVX-512."""
+        return AVX2_FLAGS <= self.cpu_flags and AVX512_FLAG not in self.cpu_flags
 
     def runnable_precision(self, precision):
         """`precision`, or what runs instead where it has no fast kernels (a resolved word, not `"auto"`).

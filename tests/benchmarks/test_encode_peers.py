@@ -155,13 +155,17 @@ def test_saved_models_and_predict_take_the_precision_their_engine_reported(tmp_p
     assert set(encode_peers_report.summary(results)["float32_max_abs_diff"]) == {"encode_float32"}
 
 
-def test_int8_peak_is_the_fastest_int8_matmul_measured():
+def test_peak_is_the_fastest_matmul_of_the_precision_measured():
     shape = "448x384x1536"
     peaks = {"int8_448x384x1536": 60.0, "xnnpack_int8_448x384x1536": 750.0, "bfloat16_448x384x1536": 250.0}
     assert encode_peers_report.matmul_peak(peaks, "int8", shape) == 750.0
     assert encode_peers_report.matmul_peak(peaks, "bfloat16", shape) == 250.0
     assert encode_peers_report.matmul_peak({"int8_448x384x1536": 60.0}, "int8", shape) == 60.0
     assert encode_peers_report.matmul_peak(peaks, "float32", shape) is None
+    # float32 on an AVX2-only CPU: XNNPACK's matmul where it is the faster one.
+    assert encode_peers_report.matmul_peak({**peaks, "float32_448x384x1536": 90.0}, "float32", shape) == 90.0
+    both = {"float32_448x384x1536": 90.0, "xnnpack_float32_448x384x1536": 130.0}
+    assert encode_peers_report.matmul_peak(both, "float32", shape) == 130.0
     assert encode_peers_report.matmul_peak(peaks, "bfloat16", "448x768x3072") is None
 
 

@@ -28,7 +28,7 @@ from sbert_keras.checkpoints import sentencepiece_model
 from sbert_keras.checkpoints.tokenizer_json import MPNetTokenizer
 from sbert_keras.model.mpnet_backbone import MPNetBackbone
 from sbert_keras.runtime import self_check
-from sbert_keras.runtime.routes import xnnpack_int8
+from sbert_keras.runtime.routes import xnnpack
 
 # fixture -> (backbone class, tokenizer class, separate vocabulary file)
 FAMILIES = {
@@ -178,16 +178,18 @@ def test_the_mpnet_tokenizer_packs_its_own_special_tokens_and_serializes():
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
-def test_every_family_takes_the_fast_routes_it_declares_within_their_gates(name):
+def test_every_family_takes_the_fast_routes_it_declares_within_their_gates(name, monkeypatch):
     # No silent fallback to the plain Keras graph: float32 and bf16 batches run
-    # the fused graph (MPNet's relative bias included), int8 runs XNNPACK
-    # where the CPU has VNNI/AMX, and each passes its gate against the Keras graph.
+    # the fused graph (MPNet's relative bias included), or XNNPACK's float32 on
+    # an AVX2-only CPU; int8 runs XNNPACK where the CPU has VNNI/AMX or AVX2 only,
+    # and each passes its gate against the Keras graph.
+    monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)  # off for the rest of the suite (conftest)
     encoder = SentenceEncoder.from_preset(family_fixture(name, "model"))
     engine = encoder.engine
-    routes = {"float32": "fused"}
+    routes = {"float32": "xnnpack_float32" if xnnpack.available(engine.host, "float32") else "fused"}
     if engine.host.bf16:
         routes["bfloat16"] = "fused"
-    if xnnpack_int8.available(engine.host):
+    if xnnpack.available(engine.host):
         routes["int8"] = "xnnpack"
     texts = HARD_TEXTS[:6] + ["a dog", "two dogs run through the snow on a cold winter morning"]
     reference, _, _ = engine.routes["keras"].build("float32").query(texts)

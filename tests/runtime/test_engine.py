@@ -18,6 +18,7 @@ from sbert_keras.compat import keras_hub as keras_hub_reads
 from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import fused_support
 from sbert_keras.runtime import route_choice
+from sbert_keras.runtime.routes import xnnpack
 from sbert_keras.runtime.routes.fused import FusedRoute
 from sbert_keras.utils import hardware
 from sbert_keras.utils.hardware import Host
@@ -139,12 +140,19 @@ def test_the_module_functions_answer_for_the_current_host(monkeypatch):
     assert hardware.has_bf16() and hardware.has_int8() and hardware.auto_precision() == "bfloat16"
 
 
-def test_an_avx2_host_never_picks_xnnpack_or_bfloat16(on_host):
+def test_an_avx2_host_runs_batches_through_xnnpack_and_never_picks_bfloat16(on_host, monkeypatch):
+    monkeypatch.delenv(xnnpack.DISABLE_ENV)  # off for the rest of the suite (conftest)
+    assert Host({"avx2", "fma"}).avx2_only and not Host({"avx2", "fma", "avx512f"}).avx2_only
     encoder = tiny_encoder()
     engine = on_host(encoder, cpu_flags={"avx2", "fma"})
+    assert engine.route("auto") == ("xnnpack_float32", "float32")  # it won its race (conftest)
+    assert engine.select("auto", "few") == (engine.routes["fused"], "float32")
+    assert engine.select("auto", "one")[0].name == "xla"  # one short text: XLA float32
+    assert engine.route("int8") == ("xnnpack", "int8")  # no VNNI, but XNNPACK's int8 beats oneDNN's dequantized
+    # AVX-512 without VNNI or bf16: TensorFlow's graphs.
+    engine = on_host(tiny_encoder(), cpu_flags={"avx2", "fma", "avx512f"})
     assert engine.route("auto") == ("fused", "float32")
     assert engine.route("int8")[0] != "xnnpack"  # no VNNI: the oneDNN int8 route (dequantized) serves
-    assert engine.select("auto", "one")[0].name == "xla"  # one short text: XLA float32
     assert engine.verdicts.get("xnnpack", "int8") is None  # never checked
 
 
@@ -158,8 +166,12 @@ def test_a_gpu_host_picks_float16_and_neither_xnnpack_nor_xla(on_host):
     assert engine.verdicts.get("xnnpack", "int8") is None
 
 
-@pytest.mark.parametrize(("flags", "runs"), [({"avx512_bf16", "avx512f"}, "bfloat16"), ({"avx2", "fma"}, "float32")])
-def test_float16_without_a_gpu_runs_as_what_the_cpu_has_with_one_warning(on_host, flags, runs):
+@pytest.mark.parametrize(
+    ("flags", "runs", "route"),
+    [({"avx512_bf16", "avx512f"}, "bfloat16", "fused"), ({"avx2", "fma"}, "float32", "xnnpack_float32")],
+)
+def test_float16_without_a_gpu_runs_as_what_the_cpu_has_with_one_warning(on_host, monkeypatch, flags, runs, route):
+    monkeypatch.delenv(xnnpack.DISABLE_ENV)  # off for the rest of the suite (conftest)
     assert Host(flags).runnable_precision("float16") == runs
     assert Host(flags, gpu=True).runnable_precision("float16") == "float16"
     encoder = tiny_encoder()
@@ -168,8 +180,8 @@ def test_float16_without_a_gpu_runs_as_what_the_cpu_has_with_one_warning(on_host
         vectors = encoder.encode(TEXTS, compute="float16")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per encoder
-        assert engine.route("float16") == ("fused", runs)
-        assert engine.plan("float16") == ("fused", runs)  # the SavedModel too
+        assert engine.route("float16") == (route, runs)
+        assert engine.plan("float16") == ("fused", runs)  # the SavedModel: the fused graph
         np.testing.assert_allclose(vectors, encoder.encode(TEXTS, compute=runs), atol=1e-6)
 
 

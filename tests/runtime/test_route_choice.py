@@ -36,7 +36,7 @@ def test_race_times_interleaved_single_queries():
 @pytest.mark.parametrize("won, route", [(True, "xla"), (False, "fused")])
 def test_auto_takes_the_single_query_route_only_where_it_won(monkeypatch, on_host, won, route):
     raced = []
-    monkeypatch.setattr(route_choice, "race", lambda runner, rival: raced.append((runner, rival)) or won)
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: raced.append((runner, rival)) or won)
     engine = on_host(tiny_encoder(), cpu_flags={"avx2", "fma"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a lost race is no failure
@@ -51,7 +51,7 @@ def test_auto_takes_the_single_query_route_only_where_it_won(monkeypatch, on_hos
 def test_a_race_is_run_once_per_machine(monkeypatch, tmp_path):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     raced = []
-    monkeypatch.setattr(route_choice, "race", lambda runner, rival: raced.append(1) or False)
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: raced.append(1) or False)
     first = tiny_encoder(seed=3)
     text = "a man is playing guitar"
     with warnings.catch_warnings():

@@ -21,7 +21,7 @@ Why this is hand-written, and why this route:
   pairs in saturating int16, measured with `ONEDNN_MAX_CPU_ISA`).
 - It is `encode`'s int8 fallback: `encode` runs int8 through TFLite's
   XNNPACK where it passes its self-check
-  (`sbert_keras.runtime.routes.xnnpack_int8`: every matmul in int8 with
+  (`sbert_keras.runtime.routes.xnnpack`: every matmul in int8 with
   per-row activation scales, faster than this route), and this route where
   XNNPACK is off, fails or cannot run. SavedModels hold no int8.
 

@@ -15,7 +15,7 @@ from sbert_keras.compat import keras as keras_compat
 from sbert_keras.runtime.kernels import activation_quantization
 from sbert_keras.runtime.kernels import int8_quantization
 from sbert_keras.runtime.kernels import onednn_int8
-from sbert_keras.runtime.routes import xnnpack_int8
+from sbert_keras.runtime.routes import xnnpack
 from sbert_keras.utils import hardware
 from sbert_keras.utils.hardware import Host
 
@@ -24,8 +24,8 @@ RNG = np.random.default_rng(0)
 
 @pytest.fixture(autouse=True)
 def onednn_route(monkeypatch):
-    """`encode` in int8 on the oneDNN route, its fallback, tested here; XNNPACK's: test_xnnpack_int8.py."""
-    monkeypatch.setenv(xnnpack_int8.DISABLE_ENV, "1")
+    """`encode` in int8 on the oneDNN route, its fallback, tested here; XNNPACK's: test_xnnpack.py."""
+    monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
 
 
 # The int8 op reproduces Keras's int8 layers; the dequantized fallback (no
@@ -86,7 +86,9 @@ def test_smoothing_tames_an_outlier_channel():
     smooth = relative_error(
         run(x, int8_quantization.quantize_dense(kernel, bias, "static", input_max, alpha=0.5)), reference
     )
-    assert smooth < plain and smooth < 0.02
+    assert smooth < 0.02
+    if onednn_int8.int8_matmul_available():  # without it activations stay float: nothing to tame
+        assert smooth < plain
 
 
 def test_unsigned_static_mode_for_gelu_outputs():
@@ -284,8 +286,10 @@ def test_quantize_role_follows_the_recipe():
     weights = int8_quantization.quantize_role(kernel, bias, "intermediate", stats, recipe)
     assert isinstance(weights, onednn_int8.Int8DenseWeights)
     assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
-    kept = int8_quantization.quantize_role(kernel, bias, "output", stats, recipe)
+    kept = int8_quantization.quantize_role(kernel, bias, "output", stats, recipe, host=Host({"avx512_bf16"}))
     assert kept[0].dtype == tf.bfloat16
+    kept = int8_quantization.quantize_role(kernel, bias, "output", stats, recipe, host=Host({"avx2", "fma"}))
+    assert kept[0].dtype == tf.float32  # no bf16 matmuls on this CPU
     with pytest.raises(ValueError, match="input_max"):
         int8_quantization.quantize_role(kernel, bias, "intermediate", None, recipe)
 
@@ -422,7 +426,7 @@ def matmul_dtypes(graph_def):
 
 def test_int8_without_vnni_falls_back_to_float_matmuls(on_host):
     encoder = tiny_encoder()
-    on_host(encoder, cpu_flags={"avx2", "fma"})
+    on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})
     reference = encoder.encode(TEXTS, compute="float32")
     with pytest.warns(UserWarning, match="dequantized"):
         out = encoder.encode(TEXTS, compute="int8")

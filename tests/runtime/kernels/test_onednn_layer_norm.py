@@ -25,11 +25,12 @@ def test_fused_layer_norm_matches_the_composite(rows, scale):
     np.testing.assert_allclose(fused, reference, atol=1e-5 * np.abs(reference).max())
 
 
-def test_a_wrong_fused_layer_norm_is_caught_by_the_self_check(monkeypatch):
+def test_a_wrong_fused_layer_norm_is_caught_by_the_self_check(monkeypatch, on_host):
     """Only the probe repeated past FUSED_LAYER_NORM_MIN_ROWS runs the fused kernel; it must be checked too."""
     original = onednn_layer_norm.fused_layer_norm
     monkeypatch.setattr(onednn_layer_norm, "fused_layer_norm", lambda *args: original(*args) * 1.01)
     encoder = tiny_encoder(normalize=True)
+    on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})  # batches run the fused graph (no XNNPACK float32)
     texts = ["the cat sat", "a dog ran in the park"] * 40  # > FUSED_LAYER_NORM_MIN_ROWS tokens per batch
     with pytest.warns(UserWarning, match=r"float32 diverges"):
         out = encoder.encode(texts, batch_size=64, compute="float32")
@@ -38,8 +39,9 @@ def test_a_wrong_fused_layer_norm_is_caught_by_the_self_check(monkeypatch):
     np.testing.assert_allclose(out, reference, atol=1e-5)
 
 
-def test_large_and_small_batches_agree():
+def test_large_and_small_batches_agree(on_host):
     encoder = tiny_encoder()
+    on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})  # batches run the fused graph (no XNNPACK float32)
     texts = ["the red car is fast", "a cat", "dogs run in the park every day"] * 30
     large = encoder.encode(texts, batch_size=90, compute="float32")  # fused LayerNorm
     small = encoder.encode(texts, batch_size=2, compute="float32")  # composite LayerNorm

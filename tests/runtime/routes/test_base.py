@@ -77,7 +77,7 @@ def test_a_registered_route_is_chosen_checked_served_and_exported(registered, on
     encoder = tiny_encoder(normalize=True)
     expected = encoder.encode(TEXTS, compute="float32", batch_size=2)  # the fused graph, before the new route
     registered(MarkedRoute)
-    engine = on_host(encoder, cpu_flags={"avx2", "fma"})
+    engine = on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})
     assert engine.route("float32") == ("marked", "float32")
     assert engine.route("auto") == ("marked", "float32")  # auto is float32 on this host
     assert engine.select("float32", "one")[0].name == "xla"  # a size class it does not declare
@@ -95,7 +95,7 @@ def test_a_registered_route_is_chosen_checked_served_and_exported(registered, on
 
     base.unregister(MarkedRoute)
     try:
-        engine = on_host(encoder, cpu_flags={"avx2", "fma"})
+        engine = on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})
         assert "marked" not in engine.routes
         assert engine.route("float32") == engine.plan("float32") == ("fused", "float32")
     finally:
@@ -105,7 +105,7 @@ def test_a_registered_route_is_chosen_checked_served_and_exported(registered, on
 def test_a_route_that_cannot_be_exported_leaves_the_export_to_the_next(registered, on_host):
     encoder = tiny_encoder()
     registered(UnexportableRoute)
-    engine = on_host(encoder, cpu_flags={"avx2", "fma"})
+    engine = on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})
     assert engine.route("float32") == ("unexportable", "float32")
     assert engine.plan("float32") == ("fused", "float32")
     _, _, route, compute = export.serving_forward(engine, "float32")
@@ -118,7 +118,7 @@ def test_a_failing_route_falls_back_to_the_next_with_one_warning(registered, on_
     registered(MarkedRoute)
     wrong = lambda self, precision: lambda ids, mask: self.graphs.keras_function("float32")(ids, mask) + 1.0  # noqa: E731
     monkeypatch.setattr(MarkedRoute, "function", wrong)
-    engine = on_host(encoder, cpu_flags={"avx2", "fma"})
+    engine = on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})
     with pytest.warns(UserWarning, match="marked graph .* diverges .* Keras graph"):
         assert engine.route("float32") == ("fused", "float32")
     assert engine.verdicts.get("marked", "float32") is False
@@ -127,4 +127,4 @@ def test_a_failing_route_falls_back_to_the_next_with_one_warning(registered, on_
 def test_routes_are_registered_once_by_name():
     with pytest.raises(ValueError, match="'fused' is registered already"):
         base.register(type("Another", (base.Route,), {"name": "fused"}))
-    assert [route.name for route in base.registered()] == ["xnnpack", "xla", "fused", "keras"]
+    assert [route.name for route in base.registered()] == ["xnnpack", "xnnpack_float32", "xla", "fused", "keras"]

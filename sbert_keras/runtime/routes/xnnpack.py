@@ -1,15 +1,25 @@
-"""int8 inference through TensorFlow Lite's XNNPACK, converted from the fused forward pass.
+"""int8 and float32 inference through TensorFlow Lite's XNNPACK, converted from the fused forward pass.
 
-Why this route: `encode` in int8 is matmul-bound, and the fastest int8
-matmuls TensorFlow ships on CPU are XNNPACK's, inside its TFLite runtime.
-The TFLite converter's dynamic-range quantization of the fused graph
-(`fused_graph.build_forward`, float32 weights) stores per-output-channel int8
-weights, and XNNPACK quantizes each matmul's activations per row at run
-time (its QD8 kernels, `vpdpbusd` with VNNI): every matmul runs in int8,
-the vectors stay within the int8 self-check gate of float32, and it runs
-faster than oneDNN's int8 inside TensorFlow
-(`sbert_keras.runtime.kernels.onednn_int8`), where quantizing activations,
-LayerNorm and attention are separate TensorFlow ops (benchmarks/RESULTS.md).
+Why this route: `encode` is matmul-bound, and on two kinds of CPU the fastest
+matmuls TensorFlow ships are XNNPACK's, inside its TFLite runtime:
+
+- int8, on a CPU with VNNI/AMX: the TFLite converter's dynamic-range
+  quantization of the fused graph (`fused_graph.build_forward`, float32
+  weights) stores per-output-channel int8 weights, and XNNPACK quantizes each
+  matmul's activations per row at run time (its QD8 kernels, `vpdpbusd` with
+  VNNI): every matmul runs in int8, the vectors stay within the int8
+  self-check gate of float32, and it runs faster than oneDNN's int8 inside
+  TensorFlow (`sbert_keras.runtime.kernels.onednn_int8`), where quantizing
+  activations, LayerNorm and attention are separate TensorFlow ops
+  (benchmarks/RESULTS.md);
+- float32 and int8, on a CPU with AVX2 and FMA but no AVX-512: the same
+  graph converted without quantization runs its float32 matmuls in XNNPACK's
+  AVX2 kernels with the float32 Keras graph's results (max |diff| 1.3e-6 on
+  all-MiniLM-L6-v2), and the quantized one its int8 matmuls (16-bit
+  multiply-adds, no VNNI); there, oneDNN has no exact int8 matmul and
+  TensorFlow's float32 is slower than both. Batches only in float32 (a query
+  would take two calls, the fused graph one), and under `compute="auto"`
+  only where they outran the fused graph in a race on this machine (`races`).
 
 The converter and the runtime come with TensorFlow (`tf.lite`), so nothing is
 added; `ai_edge_litert`'s interpreter, its successor, is used where it is
@@ -20,13 +30,14 @@ Converting takes tens of seconds at base size, so the model is kept on disk
 for later processes with the same weights (`cold_start.converted_model`).
 A SavedModel cannot hold this route (TF Serving runs TensorFlow graphs), and
 it holds no int8 at all (`defaults.EXPORT_COMPUTES`). Set
-`SBERT_KERAS_NO_XNNPACK=1` to run `encode`'s int8 through oneDNN instead.
+`SBERT_KERAS_NO_XNNPACK=1` to run `encode` through TensorFlow's graphs instead
+(int8 through oneDNN).
 
 Example:
 ```python
-encoder.encode(texts, compute="int8")  # through `XnnpackInt8Route` where the CPU has VNNI/AMX
+encoder.encode(texts, compute="int8")  # through `XnnpackRoute` where the CPU has VNNI/AMX
 forward = tf.function(fused_graph.build_forward(encoder, weights, fused_norm=False), input_signature=signature())
-run = Runner(convert(forward), version=weights.version)
+run = Runner(convert(forward, quantize=True), version=weights.version)
 pooled = run(token_ids, padding_mask)  # float32 numpy array
 ```
 """
@@ -45,34 +56,40 @@ from sbert_keras.runtime.routes import base
 from sbert_keras.utils.backends import tensorflow as tf
 
 DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
-# The converted model's name in the cache of converted models (`cold_start.converted_model`).
-CACHE_KIND = "xnnpack-int8"
 
 
 def signature():
-    """The input signature of the int8 forward: `token_ids` and `padding_mask`, int32 `(batch, length)`."""
+    """The input signature of the converted forward: `token_ids` and `padding_mask`, int32 `(batch, length)`."""
     return (
         tf.TensorSpec([None, None], tf.int32, name="token_ids"),
         tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
     )
 
 
-def available(host):
-    """Whether `encode` may run int8 through XNNPACK on `host`: a CPU with VNNI/AMX, no GPU, not disabled."""
+def available(host, precision="int8"):
+    """Whether `encode` may run `precision` through XNNPACK on `host` (no GPU, not disabled).
+
+    int8 where the CPU has VNNI/AMX, or AVX2 and FMA without AVX-512; float32
+    on the latter only: there XNNPACK's kernels outrun TensorFlow's in both
+    (elsewhere its float32 was not measured).
+    """
     if os.environ.get(DISABLE_ENV, "") not in ("", "0") or host.gpu:
         return False
-    return host.int8
+    return host.avx2_only or (precision == "int8" and host.int8)
 
 
-def convert(function):
-    """The TFLite flatbuffer (bytes) of a traced float32 `function`, its weights int8.
+def convert(function, quantize=True):
+    """The TFLite flatbuffer (bytes) of a traced float32 `function`, its weights int8 when `quantize`.
 
     Args:
         function: a `tf.function` with `signature()`; the variables it reads
             are frozen into the model.
+        quantize: bool. Dynamic-range quantization (int8 weights, float
+            activations quantized per row at run time); False keeps float32.
     """
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()], function)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]  # dynamic range: int8 weights, float activations
+    if quantize:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
     return converter.convert()
 
 
@@ -132,42 +149,40 @@ class Runner:
             return interpreter.get_tensor(self._output).copy()
 
 
-@base.register
-class XnnpackInt8Route(base.Route):
-    """int8 through TFLite's XNNPACK: converted from the float32 fused graph, checked on first use, refreshed.
+class XnnpackRoute(base.Route):
+    """The fused graph converted to TFLite and run by XNNPACK in `precision`, checked on first use, refreshed.
 
-    Example:
-    ```python
-    route = XnnpackInt8Route(graphs, host)
-    route.usable()  # a CPU with VNNI/AMX, no GPU, not disabled
-    run = route.build("int8").batch()  # an `Runner`
-    ```
+    The registered routes are its subclasses, one per precision.
     """
 
-    name = "xnnpack"
     rank = 40
-    computes = ("int8",)
 
     def __init__(self, graphs, host):
         super().__init__(graphs, host)
         self.interpreter = None  # the `Runner` of the current float32 weights
 
+    @property
+    def precision(self):
+        """The one compute path it serves."""
+        return self.computes[0]
+
     def usable(self):
-        return available(self.host) and self.graphs.fused_supported()
+        return available(self.host, self.precision) and self.graphs.fused_supported()
 
     def check(self, precision):
         """Converts, then compares the probe batch with the float32 Keras graph; warns and is False on failure."""
+        fallback = "oneDNN int8 route" if precision == "int8" else "fused graph"
         try:
             run = self.runner()
         except Exception as error:  # noqa: BLE001 - any converter or runtime failure falls back
             warnings.warn(
-                f"TFLite could not convert or run the int8 graph of {self.encoder.name!r} "
-                f"({type(error).__name__}: {str(error)[:300]}); using the oneDNN int8 route instead.",
+                f"TFLite could not convert or run the {precision} graph of {self.encoder.name!r} "
+                f"({type(error).__name__}: {str(error)[:300]}); using the {fallback} instead.",
                 stacklevel=6,
             )
             return False
         reference = self.graphs.keras_function("float32")
-        return self_check.probe_check(self.encoder, reference, run, "int8", "XNNPACK int8 graph", "oneDNN int8 route")
+        return self_check.probe_check(self.encoder, reference, run, precision, f"XNNPACK {precision} graph", fallback)
 
     def runner(self, weights=None):
         """The `Runner` of the current weights (converted again when they change), unchecked.
@@ -181,10 +196,10 @@ class XnnpackInt8Route(base.Route):
 
             def converted():
                 forward = fused_graph.build_forward(self.encoder, weights, fused_norm=False)
-                return convert(tf.function(forward, input_signature=signature()))
+                return convert(tf.function(forward, input_signature=signature()), self.precision == "int8")
 
             self.interpreter = None  # the old interpreter's memory goes before the new one is built
-            model = cold_start.converted_model(self.encoder, CACHE_KIND, converted, self.host)
+            model = cold_start.converted_model(self.encoder, f"xnnpack-{self.precision}", converted, self.host)
             self.interpreter = Runner(model, weights.version)
         return self.interpreter
 
@@ -192,11 +207,45 @@ class XnnpackInt8Route(base.Route):
         return XnnpackRunner(self)
 
 
+@base.register
+class XnnpackInt8Route(XnnpackRoute):
+    """int8 through XNNPACK's QD8 kernels, on a CPU with VNNI/AMX or an AVX2 CPU without AVX-512.
+
+    Example:
+    ```python
+    route = XnnpackInt8Route(graphs, host)
+    route.usable()  # a CPU with VNNI/AMX (or AVX2 only), no GPU, not disabled
+    run = route.build("int8").batch()  # a `Runner`
+    ```
+    """
+
+    name = "xnnpack"
+    computes = ("int8",)
+
+
+@base.register
+class XnnpackFloat32Route(XnnpackRoute):
+    """float32 batches through XNNPACK's AVX2 kernels (no AVX-512); under "auto" where they outran the fused graph.
+
+    Example:
+    ```python
+    route = XnnpackFloat32Route(graphs, host)
+    route.usable()  # an AVX2 CPU without AVX-512, no GPU, not disabled
+    run = route.build("float32").batch()  # a `Runner`
+    ```
+    """
+
+    name = "xnnpack_float32"
+    computes = ("float32",)
+    sizes = ("batch",)  # a query would take two calls (tokenise, then the interpreter): the fused graph takes one
+    races = "fused"
+
+
 class XnnpackRunner(base.Runner):
     """Queries in two calls (one graph tokenises, pads and checks the weights; one interpreter call); batches.
 
     Args:
-        route: the `XnnpackInt8Route` it runs.
+        route: the `XnnpackRoute` it runs.
     """
 
     def __init__(self, route):

@@ -1,13 +1,15 @@
-"""Tests of `sbert_keras.runtime.routes.xnnpack_int8`: int8 `encode` through TFLite's XNNPACK, checked and refreshed.
+"""Tests of `sbert_keras.runtime.routes.xnnpack`: int8 and float32 `encode` through TFLite's XNNPACK.
 
 XNNPACK computes the same int8 arithmetic on any x86-64 CPU (VNNI only makes
-it faster), so the route is tested on every machine on a `Host` that reports VNNI.
+it faster), and the same float32 results with or without AVX-512, so the
+routes are tested on every machine on a `Host` that reports VNNI, or AVX2 only.
 """
 
 import contextlib
 import io
 import re
 import threading
+import warnings
 
 import keras_hub
 import numpy as np
@@ -16,18 +18,20 @@ import pytest
 from conftest import tiny_encoder
 from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import fused_graph
-from sbert_keras.runtime.routes import xnnpack_int8
+from sbert_keras.runtime import route_choice
+from sbert_keras.runtime.routes import xnnpack
 from sbert_keras.utils.backends import tensorflow as tf
 
 TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen", "red car fast", "the dog runs"]
 
 
 VNNI = frozenset({"avx2", "avx512_vnni"})
+AVX2 = frozenset({"avx2", "fma"})
 
 
 @pytest.fixture(autouse=True)
 def enabled(monkeypatch):
-    monkeypatch.delenv(xnnpack_int8.DISABLE_ENV, raising=False)
+    monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)
 
 
 @pytest.fixture
@@ -52,7 +56,7 @@ def test_int8_encode_runs_through_xnnpack_close_to_float32(vnni_encoder):
     reference = encoder.encode(TEXTS, compute="float32")
     out = encoder.encode(TEXTS, compute="int8", batch_size=2)  # several batches and widths
     assert encoder.engine.route("int8") == ("xnnpack", "int8")
-    assert isinstance(encoder.engine.runner("int8"), xnnpack_int8.Runner)
+    assert isinstance(encoder.engine.runner("int8"), xnnpack.Runner)
     assert min_cosine(out, reference) > 0.99
     # One query (tokenised outside the graph) is its row of the batch.
     np.testing.assert_allclose(encoder.encode(TEXTS[2], compute="int8"), out[2], atol=1e-5)
@@ -65,7 +69,7 @@ def test_the_blocks_convert_to_ops_xnnpack_runs():
     encoder = tiny_encoder()
     weights = encoder.engine.routes["xnnpack"].graphs.fused_weights("float32")
     forward = fused_graph.build_forward(encoder, weights, fused_norm=False)
-    model = xnnpack_int8.convert(tf.function(forward, input_signature=xnnpack_int8.signature()))
+    model = xnnpack.convert(tf.function(forward, input_signature=xnnpack.signature()))
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         tf.lite.experimental.Analyzer.analyze(model_content=model)
@@ -91,8 +95,8 @@ def test_xnnpack_follows_new_weights(vnni_encoder):
 
 def test_a_later_encoder_with_the_same_weights_reads_the_converted_model_from_disk(tmp_path, monkeypatch, vnni_encoder):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
-    calls, convert = [], xnnpack_int8.convert
-    monkeypatch.setattr(xnnpack_int8, "convert", lambda function: calls.append(1) or convert(function))
+    calls, convert = [], xnnpack.convert
+    monkeypatch.setattr(xnnpack, "convert", lambda function, quantize: calls.append(1) or convert(function, quantize))
     expected = vnni_encoder(seed=3).encode(TEXTS, compute="int8")
     assert len(calls) == 1 and len(list((tmp_path / "converted").iterdir())) == 1
     again = vnni_encoder(seed=3)  # a new process would build the same model
@@ -109,7 +113,7 @@ def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch
     def wrong(self, token_ids, padding_mask):
         return np.random.default_rng(0).normal(size=(len(token_ids), 8)).astype("float32")
 
-    monkeypatch.setattr(xnnpack_int8.Runner, "__call__", wrong)
+    monkeypatch.setattr(xnnpack.Runner, "__call__", wrong)
     with pytest.warns(UserWarning, match="XNNPACK int8 graph .* diverges .* oneDNN int8 route"):
         out = encoder.encode(TEXTS, compute="int8")
     assert encoder.engine.route("int8") == ("fused", "int8")
@@ -117,10 +121,10 @@ def test_diverging_xnnpack_graph_falls_back_to_onednn_with_a_warning(monkeypatch
 
 
 def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch, vnni_encoder):
-    def broken(function):
+    def broken(function, quantize):
         raise RuntimeError("converter failed on op Foo")
 
-    monkeypatch.setattr(xnnpack_int8, "convert", broken)
+    monkeypatch.setattr(xnnpack, "convert", broken)
     encoder = vnni_encoder()
     reference = encoder.encode(TEXTS, compute="float32")
     with pytest.warns(UserWarning, match="could not convert .* converter failed on op Foo"):
@@ -129,10 +133,10 @@ def test_a_failed_conversion_warns_and_keeps_the_onednn_route(monkeypatch, vnni_
     assert min_cosine(out, reference) > 0.99
 
 
-@pytest.mark.parametrize("flags", [frozenset({"avx2", "fma"}), None])
-def test_without_vnni_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, vnni_encoder, flags):
+@pytest.mark.parametrize("flags", [frozenset({"avx2"}), frozenset({"avx2", "fma", "avx512f"}), None])
+def test_without_vnni_or_avx2_fma_or_when_disabled_int8_keeps_the_onednn_route(monkeypatch, vnni_encoder, flags):
     if flags is None:
-        monkeypatch.setenv(xnnpack_int8.DISABLE_ENV, "1")
+        monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
     encoder = vnni_encoder(flags or VNNI)
     reference = encoder.encode(TEXTS, compute="float32")
     out = encoder.encode(TEXTS, compute="int8")
@@ -177,3 +181,55 @@ def test_runner_serialises_calls_from_threads(vnni_encoder):
         thread.join()
     for got, want in zip(results, expected):
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_float32_batches_run_through_xnnpack_on_an_avx2_cpu(vnni_encoder):
+    encoder = vnni_encoder(AVX2)
+    texts = TEXTS * 3
+    reference = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(texts), verbose=0))
+    out = encoder.encode(texts, compute="float32", batch_size=4, normalize=False)  # batches of several widths
+    assert encoder.engine.select("float32", "batch")[0].name == "xnnpack_float32"
+    assert encoder.engine.verdicts.get("xnnpack_float32", "float32") is True
+    np.testing.assert_allclose(out, reference, atol=2e-5)
+    # Queries keep the graph that answers in one call; int8 runs XNNPACK's int8 (no VNNI, no oneDNN int8 either).
+    assert encoder.engine.select("float32", "few")[0].name != "xnnpack_float32"
+    int8 = encoder.encode(texts, compute="int8", batch_size=4, normalize=False)
+    assert encoder.engine.select("int8", "batch")[0].name == "xnnpack"
+    assert min_cosine(int8, reference) > 0.99
+
+
+@pytest.mark.parametrize("flags", [VNNI | {"avx512f", "fma"}, AVX2 - {"fma"}, None])
+def test_float32_stays_on_tensorflow_with_avx512_without_fma_or_when_disabled(monkeypatch, vnni_encoder, flags):
+    if flags is None:
+        monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
+    encoder = vnni_encoder(flags or AVX2)
+    encoder.encode(TEXTS * 3, compute="float32", batch_size=4)
+    assert encoder.engine.select("float32", "batch")[0].name == "fused"
+    assert encoder.engine.routes["xnnpack_float32"].interpreter is None
+
+
+@pytest.mark.parametrize("won, route", [(True, "xnnpack_float32"), (False, "fused")])
+def test_auto_batches_take_xnnpack_float32_only_where_it_won_a_race_of_batches(monkeypatch, vnni_encoder, won, route):
+    raced = []
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: raced.append(batch) or won)
+    encoder = vnni_encoder(AVX2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a lost race is no failure
+        assert encoder.engine.select("auto", "batch")[0].name == route
+    token_ids, mask = raced[0]  # batch calls, not single queries
+    assert token_ids.shape == mask.shape and len(token_ids) == route_choice.RACE_BATCH_ROWS
+    assert encoder.engine.select("float32", "batch")[0].name == "xnnpack_float32"  # a named path runs no race
+
+
+def test_diverging_xnnpack_float32_graph_falls_back_to_the_fused_graph(monkeypatch, vnni_encoder):
+    encoder = vnni_encoder(AVX2)
+
+    def wrong(self, token_ids, padding_mask):
+        return np.random.default_rng(0).normal(size=(len(token_ids), 8)).astype("float32")
+
+    monkeypatch.setattr(xnnpack.Runner, "__call__", wrong)
+    with pytest.warns(UserWarning, match="XNNPACK float32 graph .* diverges .* fused graph"):
+        out = encoder.encode(TEXTS * 3, compute="float32", batch_size=4)
+    assert encoder.engine.select("float32", "batch")[0].name == "fused"
+    expected = vnni_encoder(frozenset()).encode(TEXTS * 3, compute="float32", batch_size=4)  # no XNNPACK
+    np.testing.assert_allclose(out, expected, atol=1e-5)
