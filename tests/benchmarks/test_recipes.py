@@ -61,7 +61,7 @@ def test_recipe_a_trains_each_objective():
         json.dumps(row)
 
 
-@pytest.mark.slow  # two fits
+@pytest.mark.large
 def test_recipe_b_runs_both_stages_with_the_contradictions_as_hard_negatives():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -73,7 +73,7 @@ def test_recipe_b_runs_both_stages_with_the_contradictions_as_hard_negatives():
     assert row["seconds"] == pytest.approx(row["stage1_seconds"] + row["stage2_seconds"])
 
 
-@pytest.mark.slow  # two fits
+@pytest.mark.large
 def test_recipe_c_scores_every_dimension():
     plain, matryoshka, summary = recipes.recipe_c(tiny_setup())
     assert (plain["matryoshka"], matryoshka["matryoshka"]) == (False, True)
@@ -96,6 +96,7 @@ def test_truncated_scores_match_manual_truncation():
     assert by_dim[4] == pytest.approx(stats.spearmanr(cos, dev.labels).statistic, abs=1e-6)
 
 
+@pytest.mark.large
 def test_recipe_d_cached_configuration():
     """The cached run (batch 8, mini-batch 2) on the same triplets; the plain one is b's first stage."""
     row = recipes.train_in_batch(tiny_setup(), "cached")

@@ -5,6 +5,7 @@ import json
 import sys
 
 import numpy as np
+import pytest
 
 from conftest import ROOT
 from conftest import tiny_encoder
@@ -33,6 +34,7 @@ def test_epochs_mode_scores_every_epoch_with_clipping():
     json.dumps(row)
 
 
+@pytest.mark.large
 def test_soup_mode_averages_runs_then_interpolates():
     encoder = tiny_encoder(normalize=True)
     start = [np.array(w) for w in encoder.get_weights()]

@@ -112,13 +112,11 @@ def check_parity(folder, reference):
     return encoder
 
 
-@pytest.mark.slow
 def test_minilm_parity_with_sentence_transformers():
     encoder = check_parity(minilm_path(), shared_path("reference", "all-minilm-l6-v2"))
     assert encoder.pooling == "mean" and encoder.normalize and encoder.sequence_length == 256
 
 
-@pytest.mark.slow
 def test_tiny_roberta_parity_with_sentence_transformers():
     folder = shared_path("reference", "tiny-roberta", "model")
     encoder = check_parity(folder, shared_path("reference", "tiny-roberta"))
@@ -136,7 +134,6 @@ HARD_TEXTS = [
 ]
 
 
-@pytest.mark.slow
 def test_bert_token_ids_match_the_checkpoint_tokenizer():
     # KerasHub's lowercase=True case-folds ("ß" -> "ss", "ς" -> "σ", "ﬁ" -> "fi");
     # Hugging Face lowercases. The checkpoint's own tokenizer.json is the reference.
@@ -197,7 +194,6 @@ def encode_parity(folder, reference, count=None):
     return encoder
 
 
-@pytest.mark.slow
 def test_bert_folder_with_only_tokenizer_json(tmp_path):
     # transformers 5 layout: no vocab.txt, and lowercasing only in tokenizer.json.
     tokenizers = pytest.importorskip("tokenizers")
@@ -213,7 +209,6 @@ def test_bert_folder_with_only_tokenizer_json(tmp_path):
     assert ids.to_list() == [reference.encode(t).ids for t in HARD_TEXTS]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("merges_as", ["pairs", "strings"])
 def test_roberta_folder_with_only_tokenizer_json(tmp_path, merges_as):
     source = shared_path("reference", "tiny-roberta", "model")
@@ -274,7 +269,6 @@ def test_unknown_module_is_named_with_its_folder(tmp_path, module_type):
     assert "2_Other" in str(e.value) and str(folder) in str(e.value)
 
 
-@pytest.mark.slow
 def test_dense_module_parity(tmp_path):
     # all-MiniLM-L6-v2 + a random 384 -> 64 tanh projection, as ST saves it in 2_Dense/.
     texts = read_json(shared_path("reference", "all-minilm-l6-v2", "texts.json"))[:40]
@@ -479,7 +473,7 @@ def test_the_task_config_written_by_save_to_preset_is_honoured(tmp_path):
     )
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_save_to_preset_round_trip_of_minilm(tmp_path):
     encoder = SentenceEncoder.from_preset(minilm_path())
     encoder.save_to_preset(tmp_path / "minilm")
@@ -515,7 +509,6 @@ def test_load_weights_false_builds_the_architecture_with_fresh_weights(tmp_path)
         SentenceEncoder.from_preset(tmp_path / "preset", load_weights="no")
 
 
-@pytest.mark.slow
 def test_load_weights_false_for_a_sentence_transformers_folder():
     loaded = SentenceEncoder.from_preset(minilm_path())
     fresh = SentenceEncoder.from_preset(minilm_path(), load_weights=False)
@@ -523,7 +516,6 @@ def test_load_weights_false_for_a_sentence_transformers_folder():
     assert weights_differ(fresh, loaded)
 
 
-@pytest.mark.slow
 def test_from_preset_dtype_takes_the_precision_vocabulary():
     encoder = SentenceEncoder.from_preset(minilm_path(), dtype="bfloat16")
     assert encoder.backbone.dtype_policy.name == "mixed_bfloat16"

@@ -17,6 +17,7 @@ import pytest
 from checkpoints.test_presets import HARD_TEXTS
 from conftest import WORDS
 from conftest import family_fixture
+from conftest import large
 from conftest import minilm_path
 from conftest import read_json
 from conftest import shared_path
@@ -79,14 +80,14 @@ def test_round_trip_of_each_family(tmp_path, name):
     np.testing.assert_allclose(vectors(SentenceEncoder.from_preset(folder)), expected, atol=1e-5)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_round_trip_of_minilm(tmp_path):
     encoder = SentenceEncoder.from_preset(minilm_path())
     folder = encoder.save_to_sentence_transformers(tmp_path / "minilm")
     np.testing.assert_allclose(vectors(SentenceEncoder.from_preset(folder)), vectors(encoder), atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["distilbert-dense", "mpnet"])
+@pytest.mark.parametrize("name", [large("distilbert-dense"), "mpnet"])
 def test_round_trip_after_fit(tmp_path, name):
     encoder = SentenceEncoder.from_preset(source(name))
     before = vectors(encoder)

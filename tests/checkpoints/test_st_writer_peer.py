@@ -100,7 +100,6 @@ def test_transformers_loads_every_weight_and_the_tokenizer(peer_results, case):
     assert [report["ids"][i] for i in fitting] == [ids[i] for i in fitting]
 
 
-@pytest.mark.slow
 def test_sentence_transformers_reproduces_saved_minilm(tmp_path):
     python = peer_python()
     texts_path = shared_path("reference", "all-minilm-l6-v2", "texts.json")
@@ -136,7 +135,6 @@ def fixture_differences(built, generated):
     return found
 
 
-@pytest.mark.slow
 def test_the_fixture_script_rebuilds_the_generated_fixtures(tmp_path):
     families = ("distilbert-dense", "mpnet", "xlm-roberta")
     for family in families:

@@ -14,6 +14,7 @@ import pytest
 
 import sbert_keras
 from conftest import ROOT
+from conftest import large
 from conftest import minilm_path
 from conftest import shared_path
 from conftest import tiny_encoder
@@ -81,7 +82,7 @@ def test_bad_input_file_is_a_clear_error(capsys, tmp_path, encoder_file):
     assert code == 2 and "bad.csv, line 1" in err
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_train_then_evaluate_real_minilm_and_reload(tmp_path):
     model = minilm_path()
     sts = shared_path("data", "stsbenchmark")
@@ -461,6 +462,7 @@ def assert_run_folder(folder):
     return rows
 
 
+@pytest.mark.large
 def test_train_killed_mid_epoch_and_during_the_final_save_resumes_and_completes(capsys, tmp_path, files, encoder_file):
     out = tmp_path / "out"
     args = [
@@ -538,6 +540,7 @@ def test_encode_and_export_killed_during_the_save_leave_no_partial_result(capsys
     run_cli(capsys, *export, "--overwrite")
 
 
+@pytest.mark.large
 def test_encode_and_export_with_keras_int8_quantization(capsys, tmp_path, encoder_file):
     lines = tmp_path / "corpus.txt"
     lines.write_text("\n".join(CORPUS) + "\n")
@@ -809,6 +812,7 @@ def test_train_contrastive_cached_with_hard_negatives_saves_and_loads(capsys, tm
     assert encoder.encode(["a man"]).shape == (1, 8)
 
 
+@pytest.mark.large
 def test_train_contrastive_without_hard_negatives_trains_on_pairs(capsys, tmp_path, files, encoder_file):
     with pytest.warns(UserWarning, match="negatives unused; pass hard_negatives=True") as warned:
         out = run_cli(
@@ -834,9 +838,9 @@ def help_text(capsys, command):
     "objective, kind, model_class",
     [
         ("batch-hard", "labelled", "BatchHardTripletModel"),
-        ("online-contrastive", "pairs01", "RegressionSiamese"),
+        large("online-contrastive", "pairs01", "RegressionSiamese"),
         ("distill", "sentences", "DistillationModel"),
-        ("distill", "sts", "DistillationModel"),
+        large("distill", "sts", "DistillationModel"),
     ],
 )
 def test_train_the_new_objectives(capsys, tmp_path, files, encoder_file, objective, kind, model_class):
@@ -1135,6 +1139,7 @@ def test_the_run_readme_command_parses_back_to_the_same_arguments():
     assert vars(build_parser().parse_args(words[1:])) == vars(args)
 
 
+@pytest.mark.large
 def test_ctrl_c_during_encode_or_train_is_one_line_and_leaves_no_output(tmp_path, files, encoder_file):
     lines = corpus_file(tmp_path)
     before = sorted(os.listdir(tmp_path))

@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 import sbert_keras as sk
+from conftest import large
 from conftest import tiny_encoder
 from sbert_keras.evaluation import evaluators
 
@@ -183,7 +184,7 @@ def test_callback_every_n_epochs_and_validation():
         evaluators.EvaluationCallback(evaluate, every_n_epochs=0)
 
 
-@pytest.mark.parametrize("history_first", [False, True])
+@pytest.mark.parametrize("history_first", [False, large(True)])
 def test_callback_values_land_in_fit_history(history_first):
     encoder = tiny_encoder()
     model = sk.RegressionSiamese(encoder)

@@ -100,7 +100,7 @@ def test_several_text_files_prefix_line_numbers(tmp_path, model_file, reference)
     np.testing.assert_allclose(vectors, reference[[index[key] for key in ids]], atol=ATOL)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_direct_runner_multi_processing_two_workers(tmp_path, model_file, reference, monkeypatch):
     # The SDK workers are subprocesses: they must import this checkout's sbert_keras.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))

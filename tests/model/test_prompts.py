@@ -149,7 +149,6 @@ def test_export_prepends_the_prompt_and_truncates_in_the_graph(tmp_path):
         export_saved_model(encoder, str(tmp_path / "bad"), truncate_dim=100)
 
 
-@pytest.mark.slow
 def test_minilm_folder_prompts_apply(tmp_path):
     folder = tmp_path / "minilm"
     shutil.copytree(minilm_path(), folder)

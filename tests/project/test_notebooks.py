@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import tomllib
 
+from conftest import large
 from sbert_keras.cli import notebook_setup
 from sbert_keras.data import examples
 from sbert_keras.data import readers
@@ -415,7 +416,6 @@ def test_loaders_name_a_bad_split(loader, split):
 # === Running the notebooks ===
 
 
-@pytest.mark.slow
 def test_kernel_is_this_interpreter(monkeypatch):
     monkeypatch.setenv("SBERT_SMOKE", "1")
     notebook = nbformat.v4.new_notebook()
@@ -428,15 +428,14 @@ def test_kernel_is_this_interpreter(monkeypatch):
     assert lines == [sys.executable, str(NOTEBOOKS_DIR), "1"]
 
 
-@pytest.mark.slow
 def test_kernel_imports_this_checkout():
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell("import sbert_keras; print(sbert_keras.__file__)")]
     assert stdout_of(execute(notebook).cells[0]).strip() == str(ROOT / "sbert_keras" / "__init__.py")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
+# The training notebooks are large; the search, clustering and export notebook runs in every `make test`.
+@pytest.mark.parametrize("name", [name if name.startswith("04_") else large(name) for name in NOTEBOOKS])
 def test_notebook_runs_in_smoke_mode(name, monkeypatch):
     monkeypatch.setenv("SBERT_SMOKE", "1")
     notebook = execute(source_of(name))  # raises nbclient.exceptions.CellExecutionError on any error

@@ -23,8 +23,6 @@ import tomllib
 from conftest import ROOT
 from conftest import minilm_path
 
-pytestmark = pytest.mark.slow
-
 
 def run(argv, **kwargs):
     done = subprocess.run([str(arg) for arg in argv], capture_output=True, text=True, timeout=600, **kwargs)

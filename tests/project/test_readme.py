@@ -56,7 +56,6 @@ def test_python_blocks_are_found():
     assert len(python_blocks(README.read_text(encoding="utf-8"))) >= 3
 
 
-@pytest.mark.slow
 def test_readme_python_blocks_run_in_order(tmp_path):
     if importlib.util.find_spec(MINILM_PACKAGE) is None:
         pytest.skip(

@@ -171,6 +171,7 @@ WRITES = {
 }
 
 
+@pytest.mark.large
 def test_every_path_follows_each_partial_write(tmp_path):
     encoder = tiny()
     warmed = warm(encoder)
@@ -273,6 +274,7 @@ def test_sequence_length_changed_after_first_use():
         np.testing.assert_allclose(batch[0], expected, atol=tolerance)
 
 
+@pytest.mark.large
 def test_minilm_edited_guitar_row():
     """The reported case: one edited row of all-MiniLM-L6-v2's table ("guitar")."""
     encoder = sk.SentenceEncoder.from_preset(str(minilm_path()))

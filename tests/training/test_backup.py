@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import pytest
 
+from conftest import large
 from conftest import shared_path
 from conftest import tiny_encoder
 from harness import LOG_STAGES
@@ -99,6 +100,7 @@ def assert_complete_run(out, epochs=2, lock_left=False):
 
 
 @pytest.mark.parametrize("kind", ["roberta", "bert"])
+@pytest.mark.large
 def test_sigkilled_train_resumes_under_another_hash_seed_and_finishes_from_the_saved_partial(
     capsys, tmp_path, sts_file, kind
 ):
@@ -126,6 +128,7 @@ def test_sigkilled_train_resumes_under_another_hash_seed_and_finishes_from_the_s
     assert_complete_run(out, lock_left=True)  # the killed run's lock file: the next run takes it over
 
 
+@pytest.mark.large
 def test_a_second_train_into_the_same_output_is_refused_while_the_first_lives(capsys, tmp_path, sts_file):
     out = tmp_path / "runs" / "out"
     args = train_args(fixture_model("bert", tmp_path), sts_file, out)
@@ -237,6 +240,7 @@ def assert_one_disk_full_line(result, path, phrase):
         assert noise not in result["stderr"], result["stderr"][-3000:]
 
 
+@pytest.mark.large
 def test_disk_full_during_the_first_backup_is_one_line_and_leaves_nothing(tmp_path, sts_file):
     disk = tmp_path / "disk"
     run = {"run": [str(a) for a in train_args(fixture_model("bert", tmp_path), sts_file, disk / "out")]}
@@ -252,6 +256,7 @@ def test_disk_full_during_the_first_backup_is_one_line_and_leaves_nothing(tmp_pa
     assert sorted(rerun["files"]) == [f"out/{name}" for name in RUN_FILES]
 
 
+@pytest.mark.large
 def test_disk_full_during_the_final_save_then_a_rerun_finishes(tmp_path, sts_file):
     disk = tmp_path / "disk"
     args = [str(a) for a in train_args(fixture_model("roberta", tmp_path), sts_file, disk / "out", save_every=100)]
@@ -352,7 +357,11 @@ def assert_same_run(got, expected, rows=None, expected_rows=None):
 
 
 # 6 steps an epoch: kills early and late in epoch 1, and in epoch 2.
-@pytest.mark.parametrize("kind, kill_after", [("bert", 2), ("bert", 5), ("bert", 8), ("roberta", 3), ("roberta", 9)])
+# One kill point in every `make test`; the others, and RoBERTa's, in the large tier.
+@pytest.mark.parametrize(
+    "kind, kill_after",
+    [("bert", 8), *[large(*case) for case in [("bert", 2), ("bert", 5), ("roberta", 3), ("roberta", 9)]]],
+)
 def test_a_run_killed_anywhere_resumes_to_the_uninterrupted_weights_history_and_log(
     tmp_path, uninterrupted, kind, kill_after
 ):
@@ -400,7 +409,7 @@ def test_check_state_names_the_field_that_cannot_belong_to_the_run(fields, named
         backup.check_state({**good, **fields}, epochs=2, steps_per_epoch=6, seed_generators=2)
 
 
-@pytest.mark.parametrize("damage", sorted(DAMAGES))
+@pytest.mark.parametrize("damage", [d if d == "weights of another step" else large(d) for d in sorted(DAMAGES)])
 def test_an_edited_or_corrupt_backup_restarts_truly_from_step_0(tmp_path, uninterrupted, damage):
     with pytest.raises(Killed):
         train_run("bert", tmp_path, [KillAfter(3)])

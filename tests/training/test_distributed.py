@@ -137,7 +137,7 @@ def assert_weights_close(actual, expected):
         np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_two_workers_train_like_one_process_on_the_global_batch(worker_results, single_results):
     assert [r["replicas"] for r in worker_results] == [WORKERS] * WORKERS
     for name in ("regression", "gathered"):
@@ -150,7 +150,7 @@ def test_two_workers_train_like_one_process_on_the_global_batch(worker_results, 
     assert max(np.abs(np.asarray(w) - i).max() for w, i in zip(single_results["regression"]["weights"], initial)) > 1e-3
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_each_worker_logs_the_steps_of_the_one_process_run(worker_results, single_results):
     for name in RUNS:
         expected = np.array(single_results[name]["log"])
@@ -162,7 +162,7 @@ def test_each_worker_logs_the_steps_of_the_one_process_run(worker_results, singl
             np.testing.assert_allclose(log[:, 2], expected[:, 2], rtol=1e-4, err_msg=name)  # each step's global loss
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_gathered_negatives_are_the_global_batch(worker_results, single_results):
     # The first step, before any update: each anchor of a worker scores against the 16 candidates (positives and
     # hard negatives) of the global batch, as in one process; with only its own half it would see 8.

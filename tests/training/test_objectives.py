@@ -53,6 +53,7 @@ def test_batch_hard_trains_on_labelled_sentences_and_round_trips(tmp_path):
         objectives.objective_inputs("batch-hard", examples.Triplets(A, B, C))
 
 
+@pytest.mark.large
 def test_batch_hard_with_matryoshka_dims_wraps_the_loss_on_the_embeddings():
     model = fit("batch-hard", LABELLED, matryoshka_dims=(8, 4))
     assert model.loss.name == "matryoshka_loss" and model.loss.dims == (8, 4)

@@ -12,6 +12,7 @@ import pytest
 
 import sbert_keras as sk
 from conftest import ROOT
+from conftest import large
 from conftest import shared_path
 from conftest import tiny_encoder
 from sbert_keras.data.examples import NLIPairs
@@ -82,7 +83,7 @@ def _tiny_roberta_run(seed, builder_seed):
     return encoder.encode(A[:4] + B[:4], compute="float32", show_progress=False)
 
 
-@pytest.mark.slow  # three fits of the tiny RoBERTa
+@pytest.mark.large
 def test_the_same_seed_trains_the_same_weights_whatever_came_before():
     first = _tiny_roberta_run(seed=7, builder_seed=1)
     again = _tiny_roberta_run(seed=7, builder_seed=2)  # other global random state when the encoder was built
@@ -139,13 +140,13 @@ def test_compute_vocabulary_maps_to_policies():
             SentencePairs(A, B, np.linspace(0, 5, 16, dtype="float32")),
             SentencePairs(A[:6], B[:6], np.linspace(0, 5, 6, dtype="float32")),
         ),
-        ("triplet", Triplets(A, B, C), Triplets(A[:4], B[:4], C[:4])),
+        large("triplet", Triplets(A, B, C), Triplets(A[:4], B[:4], C[:4])),
         (
             "classification",
             NLIPairs(A, B, np.array([0, 1, 2, 0] * 4, "int32")),
             NLIPairs(A[:4], B[:4], np.array([0, 1, 2, 0], "int32")),
         ),
-        ("contrastive", Triplets(A, B, None), SentencePairs(A[:6], B[:6], np.arange(6.0))),
+        large("contrastive", Triplets(A, B, None), SentencePairs(A[:6], B[:6], np.arange(6.0))),
     ],
 )
 def test_train_objective_logs_dev_metrics(objective, examples, dev):
@@ -235,6 +236,7 @@ MIRRORED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.large
 def test_one_epoch_under_mirrored_strategy_on_two_cpus():
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
@@ -338,7 +340,7 @@ def test_a_backup_of_a_different_run_is_refused_naming_the_fields(tmp_path):
     assert log.epochs == [0, 1, 2] and len(history.history["loss"]) == 3
 
 
-@pytest.mark.parametrize("damage", ["weights", "state"])
+@pytest.mark.parametrize("damage", [large("weights"), "state"])
 def test_a_corrupt_backup_warns_and_starts_fresh(tmp_path, damage):
     # A kill during Keras's in-place write left a corrupt latest.weights.h5
     # that failed every rerun with an h5py error.
@@ -376,6 +378,7 @@ class StopAtStep(keras.callbacks.Callback):
             raise KeyboardInterrupt("killed mid-epoch")
 
 
+@pytest.mark.large
 def test_a_mid_epoch_interruption_resumes_past_the_saved_step(tmp_path):
     full = StopAtStep(None)
     trainer.train_objective("regression", tiny_encoder(), STS, epochs=1, batch_size=2, callbacks=[full], verbose=0)
@@ -419,7 +422,7 @@ SCORED = SentencePairs(A, B, np.linspace(-1, 7, 16, dtype="float32"))  # raw sco
     "objective, matryoshka_dims, loss_name, pair_output",
     [
         ("cosent", None, "cosent_loss", "cosine"),
-        ("cosent", (8, 4), "matryoshka_loss", "cosine"),
+        large("cosent", (8, 4), "matryoshka_loss", "cosine"),
         ("angle", None, "angle_loss", "embeddings"),
     ],
 )

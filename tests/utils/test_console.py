@@ -14,6 +14,7 @@ import pytest
 
 from conftest import ROOT
 from conftest import family_fixture
+from conftest import large
 from conftest import minilm_path
 from sbert_keras.utils import console
 
@@ -188,7 +189,10 @@ print(len(encoder.encode(["a short text"])), len(encoder.encode(["one", "two tex
 """
 
 
-@pytest.mark.parametrize("first", ["", "import tensorflow\n"], ids=["package-imports-tf", "user-imports-tf"])
+@pytest.mark.parametrize(
+    "first",
+    [large("", id="package-imports-tf"), pytest.param("import tensorflow\n", id="user-imports-tf")],
+)
 def test_a_plain_session_prints_no_tensorflow_line_it_did_not_cause(tmp_path, first):
     script = first + USER_SCRIPT.format(folder=str(family_fixture("distilbert-dense", "model")))
     env = {"SBERT_KERAS_CACHE_DIR": str(tmp_path)}  # cold, then warm: XLA's disk cache read back
@@ -261,7 +265,6 @@ def test_cli_error_is_one_line_without_tensorflow_lines(tmp_path):
     ]
 
 
-@pytest.mark.slow
 def test_demo_prints_no_tensorflow_line():
     minilm_path()  # skips without the MiniLM package
     result = run([sys.executable, "-m", "sbert_keras.cli.demo"], timeout=600)

@@ -146,6 +146,7 @@ def test_without_vnni_or_avx2_fma_or_when_disabled_int8_keeps_the_onednn_route(m
     assert min_cosine(out, reference) > 0.99
 
 
+@pytest.mark.large
 def test_keras_quantized_encoder_runs_xnnpack_by_default(on_host):
     encoder = tiny_encoder()
     encoder.quantize("int8")
