@@ -1,4 +1,4 @@
-"""A/B of `encode`'s batch routes on this CPU: the fused graph in float32, XNNPACK float32, XNNPACK int8.
+"""A/B of `encode`'s routes on this CPU: the fused graph in float32, XNNPACK float32, XNNPACK int8; single queries.
 
 Three inference engines of one all-MiniLM-L6-v2 encoder in one process,
 each on a `hardware.Host` that makes the engine pick one route for batches
@@ -19,7 +19,12 @@ warm-up (which converts and checks the XNNPACK models), each inside a
 every pass and the best, and the XNNPACK vectors against the fused
 graph's (max |diff| for float32, min cosine for int8).
 
-    .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--quick]
+Then single queries in float32 (`kind: "query"`): the first `--queries`
+dev sentences, each sent alone to the runner of the fused graph, of the
+XLA query and of XNNPACK float32 (the three routes `compute="auto"` races
+for one text), interleaved, median and p90 in ms.
+
+    .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--queries 200] [--model FOLDER] [--quick]
 """
 
 import sys
@@ -32,6 +37,26 @@ import cpu_timing  # noqa: E402
 common.silence_tensorflow()
 
 NAME = "xnnpack_avx2"
+
+
+def query_latencies(engine, texts, monitor):
+    """`{route: [ms per query]}` of the float32 routes that serve one text, interleaved text by text."""
+    import time
+
+    names = ("fused", "xla", "xnnpack_float32")
+    assert all(engine.choice.passes(name, "float32") for name in names)  # each checked, as before it serves
+    runners = {name: engine.routes[name].build("float32") for name in names}
+    for runner in runners.values():
+        for text in texts[:5]:  # warm-up: compiles XLA's buckets, builds the tokeniser graphs
+            runner.query([text])
+    times = {name: [] for name in runners}
+    with monitor:
+        for text in texts:
+            for name, runner in runners.items():
+                start = time.perf_counter()
+                runner.query([text])
+                times[name].append(1000 * (time.perf_counter() - start))
+    return times
 
 
 def engines(model_dir):
@@ -53,11 +78,14 @@ def engines(model_dir):
 def main():
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=2, help="interleaved passes per variant")
+    parser.add_argument("--queries", type=int, default=200, help="single queries per route (0: none)")
+    parser.add_argument("--model", default=None, help="a model folder (default: all-MiniLM-L6-v2)")
     args = parser.parse_args()
     found = common.sts_dev_texts_and_model(NAME, lines=100 if args.quick else None)
     if found is None:
         return 0
     texts, model_dir = found
+    model_dir = args.model or model_dir
     import numpy as np
 
     common.quiet_tf_python_logs()
@@ -94,6 +122,21 @@ def main():
         cpu=sorted(cpu_timing.cpu_flags() & {"avx2", "fma", "avx512f", "avx512_vnni", "amx_int8"}),
         **monitor.report(),
     )
+    if args.queries:
+        engine = runs["xnnpack_float32"][0]
+        monitor = cpu_timing.CpuMonitor()
+        times = query_latencies(engine, texts[: 20 if args.quick else args.queries], monitor)
+        for name, ms in times.items():
+            common.emit(
+                benchmark=NAME,
+                kind="query",
+                route=name,
+                queries=len(ms),
+                median_ms=round(float(np.median(ms)), 2),
+                p90_ms=round(float(np.percentile(ms, 90)), 2),
+            )
+        auto = engine.select("auto", "one")[0].name  # the races of the routes above, run now
+        common.emit(benchmark=NAME, kind="query_summary", auto_one=auto, **monitor.report())
     return 0
 
 

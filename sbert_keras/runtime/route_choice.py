@@ -10,7 +10,7 @@ the size class and this host, highest rank first (`candidates`); the first
 that passes its self-check serves (`select`, kept per (compute, size
 class)). The verdicts live in the one `self_check.VerdictTable`, so a route
 that fails warns once and the next one serves. Under `"auto"`, a route that
-`races` another serves only where it answered faster than that one in a
+`races` others serves only where it answered faster than each of them in a
 timed race on this machine (`race`, kept with the verdicts): `"auto"` picks
 no path slower than another that passes its check.
 
@@ -171,21 +171,26 @@ class RouteChoice:
     def outruns(self, route, compute, requested, size):
         """Whether `route` may serve `size` texts in `compute` for `requested`, as far as speed goes.
 
-        Always, unless `requested` is `"auto"` and the route `races` another
-        that serves the same and passes its check: then whether it won the
-        race (`race`, timed once, kept with the verdicts).
+        Always, unless `requested` is `"auto"` and the route `races` others
+        that serve the same and pass their checks: then whether it won the
+        race against each (`race`, timed once, kept with the verdicts).
         """
-        rival = self.routes.get(route.races) if requested in (None, "auto") else None
-        if rival is None or compute not in rival.computes or size not in rival.sizes or not rival.usable():
+        if requested not in (None, "auto"):
             return True
-        if not self.passes(rival.name, compute):
-            return True
+        for name in route.races:
+            rival = self.routes.get(name)
+            if rival is None or compute not in rival.computes or size not in rival.sizes or not rival.usable():
+                continue
+            if not self.passes(rival.name, compute):
+                continue
 
-        def timed():
-            batch = race_batch(self.encoder) if size == "batch" else None
-            return race(route.build(compute), rival.build(compute), batch=batch)
+            def timed(rival=rival):
+                batch = race_batch(self.encoder) if size == "batch" else None
+                return race(route.build(compute), rival.build(compute), batch=batch)
 
-        return self.verdicts.race(f"{route.name}>{rival.name}:{size}", compute, timed)
+            if not self.verdicts.race(f"{route.name}>{rival.name}:{size}", compute, timed):
+                return False
+        return True
 
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.

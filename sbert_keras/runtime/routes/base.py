@@ -19,9 +19,10 @@ What a route declares (class attributes and cheap methods; no graph runs):
 - `usable()`: whether this host and encoder can run it at all (a GPU, CPU
   flags, TFLite, an encoder the fused graph reproduces);
 - `fast(precision)`: whether `compute="auto"` may pick it in `precision`;
-- `races`: the route it must outrun to serve under `"auto"` (timed once on
-  this machine, `route_choice.race`): a route whose speed over the other
-  depends on the model's size and the CPU;
+- `races`: the routes it must outrun to serve under `"auto"` (each timed
+  once on this machine, `route_choice.race`; one that does not serve the
+  same size and compute, or fails its check, is no rival): a route whose
+  speed over the others depends on the model's size and the CPU;
 - `exportable`, and `forward(precision)`: the compute paths a SavedModel
   can hold it in (float ones only: `defaults.EXPORT_COMPUTES`), and the
   TensorFlow forward pass it stores;
@@ -154,7 +155,7 @@ class Route:
     checked = True  # whether it proves itself against the float32 Keras graph before use
     check_in = None  # the one compute path its check runs in (None: the path it serves)
     builds_on = None  # the name of the route whose graph it runs too
-    races = None  # the name of the route it must answer faster than to serve under "auto"
+    races = ()  # the names of the routes it must answer faster than to serve under "auto"
 
     def __init__(self, graphs, host):
         self.graphs, self.host = graphs, host

@@ -84,7 +84,7 @@ class XlaQueryRoute(base.Route):
     sizes = ("one",)
     check_in = "float32"  # one compiled float32 graph serves every precision
     builds_on = "fused"  # longer texts run the fused graph of the precision asked
-    races = "fused"  # under "auto", only where it answers faster than the fused graph
+    races = ("fused",)  # under "auto", only where it answers faster than the fused graph
 
     def __init__(self, graphs, host):
         super().__init__(graphs, host)

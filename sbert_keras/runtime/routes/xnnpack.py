@@ -17,9 +17,12 @@ matmuls TensorFlow ships are XNNPACK's, inside its TFLite runtime:
   AVX2 kernels with the float32 Keras graph's results (max |diff| 1.3e-6 on
   all-MiniLM-L6-v2), and the quantized one its int8 matmuls (16-bit
   multiply-adds, no VNNI); there, oneDNN has no exact int8 matmul and
-  TensorFlow's float32 is slower than both. Batches only in float32 (a query
-  would take two calls, the fused graph one), and under `compute="auto"`
-  only where they outran the fused graph in a race on this machine (`races`).
+  TensorFlow's float32 is slower than both. Under `compute="auto"` float32
+  takes a size of request (a batch, a few texts, one) only where it outran
+  the fused graph, and for one text the XLA query too, in a race on this
+  machine (`races`): a query takes two calls here (tokenise, then the
+  interpreter), one through the fused graph, so a small model's query can
+  answer sooner there.
 
 The converter and the runtime come with TensorFlow (`tf.lite`), so nothing is
 added; `ai_edge_litert`'s interpreter, its successor, is used where it is
@@ -225,7 +228,7 @@ class XnnpackInt8Route(XnnpackRoute):
 
 @base.register
 class XnnpackFloat32Route(XnnpackRoute):
-    """float32 batches through XNNPACK's AVX2 kernels (no AVX-512); under "auto" where they outran the fused graph.
+    """float32 through XNNPACK's AVX2 kernels (no AVX-512); under "auto" where it outran the fused graph and XLA.
 
     Example:
     ```python
@@ -237,8 +240,7 @@ class XnnpackFloat32Route(XnnpackRoute):
 
     name = "xnnpack_float32"
     computes = ("float32",)
-    sizes = ("batch",)  # a query would take two calls (tokenise, then the interpreter): the fused graph takes one
-    races = "fused"
+    races = ("xla", "fused")  # each size raced against the routes that serve it (XLA: one text)
 
 
 class XnnpackRunner(base.Runner):

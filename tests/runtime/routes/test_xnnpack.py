@@ -192,8 +192,11 @@ def test_float32_batches_run_through_xnnpack_on_an_avx2_cpu(vnni_encoder):
     assert encoder.engine.select("float32", "batch")[0].name == "xnnpack_float32"
     assert encoder.engine.verdicts.get("xnnpack_float32", "float32") is True
     np.testing.assert_allclose(out, reference, atol=2e-5)
-    # Queries keep the graph that answers in one call; int8 runs XNNPACK's int8 (no VNNI, no oneDNN int8 either).
-    assert encoder.engine.select("float32", "few")[0].name != "xnnpack_float32"
+    # A few texts, and one, through the interpreter too (named float32: no race); int8 runs XNNPACK's int8.
+    few = encoder.encode(texts[:3], compute="float32", normalize=False)
+    one = encoder.encode(texts[:1], compute="float32", normalize=False)
+    assert [encoder.engine.select("float32", size)[0].name for size in ("few", "one")] == ["xnnpack_float32"] * 2
+    np.testing.assert_allclose(np.concatenate([few, one]), reference[[0, 1, 2, 0]], atol=2e-5)
     int8 = encoder.encode(texts, compute="int8", batch_size=4, normalize=False)
     assert encoder.engine.select("int8", "batch")[0].name == "xnnpack"
     assert min_cosine(int8, reference) > 0.99
@@ -220,6 +223,34 @@ def test_auto_batches_take_xnnpack_float32_only_where_it_won_a_race_of_batches(m
     token_ids, mask = raced[0]  # batch calls, not single queries
     assert token_ids.shape == mask.shape and len(token_ids) == route_choice.RACE_BATCH_ROWS
     assert encoder.engine.select("float32", "batch")[0].name == "xnnpack_float32"  # a named path runs no race
+
+
+@pytest.mark.parametrize(
+    "won, route",
+    [
+        ({"xnnpack_float32>xla:one", "xnnpack_float32>fused:one", "xla>fused:one"}, "xnnpack_float32"),
+        ({"xnnpack_float32>fused:one", "xla>fused:one"}, "xla"),
+        ({"xnnpack_float32>xla:one", "xla>fused:one"}, "xla"),
+        ({"xnnpack_float32>xla:one"}, "fused"),
+        (set(), "fused"),
+    ],
+)
+def test_one_text_under_auto_takes_xnnpack_float32_only_where_it_beat_xla_and_the_fused_graph(
+    monkeypatch, vnni_encoder, won, route
+):
+    raced = []
+
+    def race(name, precision, measure):  # the engine's memo of races: decided here by the race's name
+        raced.append(name)
+        return name in won
+
+    encoder = vnni_encoder(AVX2)
+    monkeypatch.setattr(encoder.engine.verdicts, "race", race)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a lost race is no failure
+        assert encoder.engine.select("auto", "one")[0].name == route
+    assert raced[0] == "xnnpack_float32>xla:one"  # the XLA query serves one text: the first rival
+    assert encoder.engine.select("float32", "one")[0].name == "xnnpack_float32"  # a named path runs no race
 
 
 def test_diverging_xnnpack_float32_graph_falls_back_to_the_fused_graph(monkeypatch, vnni_encoder):
