@@ -28,6 +28,7 @@ for one text), interleaved, median and p90 in ms.
 """
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,8 +42,6 @@ NAME = "xnnpack_avx2"
 
 def query_latencies(engine, texts, monitor):
     """`{route: [ms per query]}` of the float32 routes that serve one text, interleaved text by text."""
-    import time
-
     names = ("fused", "xla", "xnnpack_float32")
     assert all(engine.choice.passes(name, "float32") for name in names)  # each checked, as before it serves
     runners = {name: engine.routes[name].build("float32") for name in names}
