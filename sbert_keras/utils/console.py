@@ -44,6 +44,7 @@ silence are not mistaken for a hang. stdout stays for results.
 """
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -155,16 +156,19 @@ def _held(keep_warnings):
     python_stderr = sys.stderr
     with tempfile.TemporaryFile() as capture:
         os.dup2(capture.fileno(), 2)
+        opened = None
         if _python_stderr_fd() == 2:
-            sys.stderr = open(os.dup(saved), "w", buffering=1, encoding=python_stderr.encoding, errors="replace")
+            opened = open(os.dup(saved), "w", buffering=1, encoding=python_stderr.encoding, errors="replace")
+            sys.stderr = opened
         failed = True
         try:
             yield
             failed = False
         finally:
-            # Not closed: a handler made during the block (absl's, TensorFlow's) may hold it.
             sys.stderr.flush()
             sys.stderr = python_stderr
+            if opened is not None:
+                _close_unless_logged_to(opened)
             os.dup2(saved, 2)
             os.close(saved)
             capture.seek(0)
@@ -172,6 +176,21 @@ def _held(keep_warnings):
             if text:
                 sys.stderr.write(text if failed else _filtered(text, keep_warnings))
                 sys.stderr.flush()
+
+
+def _close_unless_logged_to(stream):
+    """Closes the block's `sys.stderr` unless a logging handler made during the block writes to it.
+
+    A handler made then (absl's, when TensorFlow is first imported in the
+    block) took that stream as its console: it stays open for the handler.
+    Any other is closed here, not left to the garbage collector (a
+    `ResourceWarning`).
+    """
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    handlers = [h for logger in loggers for h in getattr(logger, "handlers", ())]
+    handlers += [h.python_handler for h in handlers if hasattr(h, "python_handler")]  # absl's ABSLHandler
+    if all(getattr(handler, "stream", None) is not stream for handler in handlers):
+        stream.close()
 
 
 def quiet_tensorflow():

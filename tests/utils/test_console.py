@@ -181,6 +181,28 @@ def test_held_warnings_can_be_kept(capfd):
     assert capfd.readouterr().err.splitlines() == [warning]
 
 
+# Held blocks in a plain interpreter (stderr is descriptor 2); a logger's handler is made in the second.
+HELD_SCRIPT = """
+import gc, logging
+from sbert_keras.utils import console
+with console.startup_lines_held():
+    pass
+with console.startup_lines_held():
+    logging.getLogger("made_in_block").addHandler(logging.StreamHandler())  # the block's sys.stderr
+gc.collect()
+handler = logging.getLogger("made_in_block").handlers[0]
+handler.stream.write("the handler still writes\\n")
+handler.stream.flush()
+"""
+
+
+def test_a_held_block_leaves_no_unclosed_stream_and_keeps_a_handlers_open():
+    result = run([sys.executable, "-X", "dev", "-c", HELD_SCRIPT])
+    assert result.returncode == 0, result.stderr
+    assert "ResourceWarning" not in result.stderr
+    assert result.stderr.splitlines() == ["the handler still writes"]
+
+
 # A user's script: load a tiny model folder and encode one text, twice (new shapes, a second call).
 USER_SCRIPT = """
 import sbert_keras
