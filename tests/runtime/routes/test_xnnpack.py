@@ -17,7 +17,6 @@ import pytest
 
 from conftest import tiny_encoder
 from sbert_keras.runtime import cold_start
-from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import route_choice
 from sbert_keras.runtime.routes import xnnpack
 from sbert_keras.utils.backends import tensorflow as tf
@@ -68,8 +67,7 @@ def test_the_blocks_convert_to_ops_xnnpack_runs():
     # Strided slices run in TFLite's single-threaded kernel, outside XNNPACK: none may sit in a block.
     encoder = tiny_encoder()
     weights = encoder.engine.routes["xnnpack"].graphs.fused_weights("float32")
-    forward = fused_graph.build_forward(encoder, weights, fused_norm=False)
-    model = xnnpack.convert(tf.function(forward, input_signature=xnnpack.signature()))
+    model = xnnpack.convert(xnnpack.forward_function(encoder, weights))
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         tf.lite.experimental.Analyzer.analyze(model_content=model)
@@ -78,6 +76,11 @@ def test_the_blocks_convert_to_ops_xnnpack_runs():
     assert [name for i, name in ops if int(i) > first_matmul and name == "STRIDED_SLICE"] == []
     assert [name for i, name in ops].count("SPLIT") == encoder.backbone.num_layers  # query, key, value
     assert "MUL" not in [name for i, name in ops if int(i) > first_matmul][:8]  # no scaling of the queries
+    # The token table stays out (looked up in float32 by the `Runner`): converted, it would be int8 with one scale.
+    assert "DEQUANTIZE" not in [name for i, name in ops]
+    table_shape = [encoder.backbone.vocabulary_size, encoder.backbone.hidden_dim]
+    tensors = xnnpack.make_interpreter(model).get_tensor_details()
+    assert [t["name"] for t in tensors if list(t["shape"]) == table_shape] == []
 
 
 def test_xnnpack_follows_new_weights(vnni_encoder):
