@@ -19,12 +19,22 @@ warm-up (which converts and checks the XNNPACK models), each inside a
 every pass and the best, and the XNNPACK vectors against the fused
 graph's (max |diff| for float32, min cosine for int8).
 
+`--onednn-int8` adds a fourth variant: the fused graph with oneDNN's int8
+matmuls (`_QuantizedMatMul`, the `fused` route's int8) forced on, also
+where `onednn_int8.int8_matmul_available` turns them off because the
+kernel sums in saturating int16 (no VNNI): its speed, and its min cosine,
+which shows what that saturation costs. `--onednn-weight-levels 64` quantizes
+that variant's weights to 64 levels each side (7 bits), so that no uint8
+x int8 pair sum leaves int16 and the kernel is exact: its min cosine is
+then what 7-bit weights cost.
+
 Then single queries in float32 (`kind: "query"`): the first `--queries`
 dev sentences, each sent alone to the runner of the fused graph, of the
 XLA query and of XNNPACK float32 (the three routes `compute="auto"` races
 for one text), interleaved, median and p90 in ms.
 
-    .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--queries 200] [--model FOLDER] [--quick]
+    .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--queries 200] [--model FOLDER] \
+        [--onednn-int8] [--quick]
 """
 
 import sys
@@ -74,11 +84,49 @@ def engines(model_dir):
     return {name: (InferenceEngine(encoder, host), compute) for name, (host, compute) in hosts.items()}
 
 
+def forced_onednn_int8(engine, levels=127):
+    """`encode(texts) -> vectors` of the fused graph whose int8 matmuls run oneDNN's op whatever the CPU.
+
+    `levels`: the weights' largest integer (127: int8 as the route has it).
+    """
+    from unittest import mock
+
+    import numpy as np
+
+    from sbert_keras.runtime import batching
+    from sbert_keras.runtime import fused_graph
+    from sbert_keras.runtime.kernels import int8_quantization
+    from sbert_keras.runtime.kernels import onednn_int8
+    from sbert_keras.utils.backends import tensorflow as tf
+
+    def quantize_kernel(kernel):  # `int8_quantization.quantize_kernel` with `levels` steps each side
+        kernel = tf.cast(kernel, "float32")
+        kernel_range = tf.reduce_max(tf.abs(kernel), axis=0) + 1e-7
+        q = tf.clip_by_value(tf.round(kernel * (levels / kernel_range)), -levels, levels)
+        return tf.cast(q, "int8"), kernel_range * (127.0 / levels)
+
+    encoder = engine.encoder
+    with mock.patch.object(int8_quantization, "quantize_kernel", quantize_kernel):
+        weights = fused_graph.FusedWeights(encoder.backbone, "int8")
+    policy = onednn_int8.MatmulPolicy(constant_weights=True)
+    forward = tf.function(fused_graph.build_forward(encoder, weights, matmul_policy=policy), reduce_retracing=True)
+
+    def encode(texts):
+        rows, _ = encoder.preprocessor.tokenize(list(texts))
+        out = np.zeros((len(texts), encoder.embedding_dim), "float32")
+        batching.run_batches(forward, rows, encoder.preprocessor.tokenizer.pad_token_id, 32, out)
+        return out
+
+    return encode
+
+
 def main():
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=2, help="interleaved passes per variant")
     parser.add_argument("--queries", type=int, default=200, help="single queries per route (0: none)")
     parser.add_argument("--model", default=None, help="a model folder (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--onednn-int8", action="store_true", help="add the fused graph with oneDNN int8 forced on")
+    parser.add_argument("--onednn-weight-levels", type=int, default=127, help="its weights' largest integer")
     args = parser.parse_args()
     found = common.sts_dev_texts_and_model(NAME, lines=100 if args.quick else None)
     if found is None:
@@ -91,33 +139,46 @@ def main():
     runs = engines(model_dir)
     for engine, compute in runs.values():
         engine.encode(texts[:300], 32, show_progress=False, compute=compute)
-    rates, vectors = {name: [] for name in runs}, {}
+    encoders = {
+        name: (lambda batch, engine=engine, compute=compute: engine.encode(batch, 32, False, compute)[0])
+        for name, (engine, compute) in runs.items()
+    }
+    routes = {name: list(engine.route(compute)) for name, (engine, compute) in runs.items()}
+    if args.onednn_int8:
+        encoders["onednn_int8_forced"] = forced_onednn_int8(runs["fused_float32"][0], args.onednn_weight_levels)
+        encoders["onednn_int8_forced"](texts[:300])
+        levels = args.onednn_weight_levels
+        routes["onednn_int8_forced"] = ["fused", f"int8 (oneDNN's op forced on, weights to ±{levels})"]
+    rates, vectors = {name: [] for name in encoders}, {}
     monitor = cpu_timing.CpuMonitor()
     for _ in range(1 if args.quick else args.passes):
-        for name, (engine, compute) in runs.items():
-
-            def run(batch, engine=engine, compute=compute):
-                return engine.encode(batch, 32, show_progress=False, compute=compute)[0]
-
+        for name, run in encoders.items():
             vectors[name], timing = cpu_timing.timed_passes(run, texts, 1, monitor, warmup_texts=8)
             rates[name].append(round(timing["texts_per_second"], 1))
-    for name, (engine, compute) in runs.items():
+    for name in encoders:
         common.emit(
             benchmark=NAME,
             variant=name,
-            route=list(engine.route(compute)),
+            route=routes[name],
             texts=len(texts),
             texts_per_second_passes=rates[name],
             texts_per_second_best=max(rates[name]),
         )
     reference = vectors["fused_float32"]
-    int8 = vectors["xnnpack_int8"]
-    cosine = (int8 * reference).sum(1) / np.linalg.norm(int8, axis=1) / np.linalg.norm(reference, axis=1)
+
+    def min_cosine(name):
+        vector = vectors[name]
+        return float(
+            ((vector * reference).sum(1) / np.linalg.norm(vector, axis=1) / np.linalg.norm(reference, axis=1)).min()
+        )
+
+    forced = {"onednn_int8_forced_min_cosine": min_cosine("onednn_int8_forced")} if args.onednn_int8 else {}
     common.emit(
         benchmark=NAME,
         kind="summary",
         float32_max_abs_diff=float(np.abs(vectors["xnnpack_float32"] - reference).max()),
-        int8_min_cosine=float(cosine.min()),
+        int8_min_cosine=min_cosine("xnnpack_int8"),
+        **forced,
         cpu=sorted(cpu_timing.cpu_flags() & {"avx2", "fma", "avx512f", "avx512_vnni", "amx_int8"}),
         **monitor.report(),
     )

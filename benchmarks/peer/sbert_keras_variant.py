@@ -22,7 +22,8 @@ saved to --out), so both sides are timed by the same code. Variants:
                of bare matmuls (float32, bfloat16, int8 -> int32 BatchMatMulV3:
                the op Keras's int8 Dense runs; xnnpack_int8 and xnnpack_float32:
                dynamic-range int8 and float32 through TFLite's XNNPACK, what
-               `encode` int8 runs, and float32 on an AVX2-only CPU) at the shape of
+               `encode` int8 runs, and float32 on an AVX2-only CPU; onednn_int8:
+               oneDNN's `_QuantizedMatMul`, the fused graph's int8) at the shape of
                the model's feed-forward (448 x hidden @ hidden x intermediate:
                448x384x1536 for MiniLM, 448x768x3072 at base size) and at 2048^3;
   serve_P      in a fresh process, `tf.saved_model.load` of that folder and its
@@ -169,6 +170,21 @@ def xnnpack_gflops(m, k, n, quantize, repeats=10):
     return 2.0 * m * k * n / float(np.median(times[2:])) / 1e9
 
 
+def onednn_int8_gflops(m, k, n, repeats=10):
+    """GFLOP/s of one `(m, k) @ (k, n)` matmul through oneDNN's `_QuantizedMatMul` as the fused graph's int8
+    route runs it (per-row uint8 activations), also where that kernel saturates (its speed only)."""
+    from sbert_keras.runtime.kernels import int8_quantization
+    from sbert_keras.runtime.kernels import onednn_int8
+
+    rng = np.random.default_rng(0)
+    kernel = rng.standard_normal((k, n)).astype("float32")
+    weights = int8_quantization.quantize_dense(kernel, np.zeros(n, "float32"), mode="row")
+    policy = onednn_int8.MatmulPolicy(constant_weights=True)
+    dense = tf.function(lambda x: onednn_int8.int8_dense(x, weights, policy=policy))
+    x = tf.constant(rng.standard_normal((m, k)).astype("float32"))
+    return 2.0 * m * k * n / common.median_ms(dense, (x,), repeats) / 1e6
+
+
 def flops(args):
     """Prints the useful FLOPs of the texts and the bare-matmul GFLOP/s per precision."""
     encoder = load_encoder(args)
@@ -187,6 +203,7 @@ def flops(args):
         peaks[f"int8_{shape}"] = 2.0 * m * k * n / common.median_ms(int8_matmul, (a, b), 10) / 1e6
         peaks[f"xnnpack_int8_{shape}"] = xnnpack_gflops(m, k, n, quantize=True)
         peaks[f"xnnpack_float32_{shape}"] = xnnpack_gflops(m, k, n, quantize=False)
+        peaks[f"onednn_int8_{shape}"] = onednn_int8_gflops(m, k, n)
     peer_common.emit(
         engine="sbert_keras",
         variant="flops",
