@@ -34,7 +34,7 @@ XLA query and of XNNPACK float32 (the three routes `compute="auto"` races
 for one text), interleaved, median and p90 in ms.
 
     .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--queries 200] [--model FOLDER] \
-        [--onednn-int8] [--quick]
+        [--onednn-int8] [--onednn-weight-levels 64] [--quick]
 """
 
 import sys
