@@ -14,16 +14,33 @@ from sbert_keras.model.prompts import PromptsMixin
 from sbert_keras.utils.defaults import DEFAULT_PRESET
 
 
-def restore_compile(model, config):
-    """`compile_from_config` for models whose `compile` is overridden.
+class CompileStateMixin:
+    """Keras' compile config with whether the optimizer was built, so that loading keeps that state.
 
-    Keras skips (with a warning) restoring the compile state of such models;
-    this deserialises it, compiles and builds the optimizer so its saved
-    variables load.
+    A `.keras` file holds the optimizer's variables as they were: two (its
+    step and learning rate) before any training step, all of them after.
+    Keras' `compile_from_config` builds the optimizer of every built model
+    and then warns that it skips the two saved variables of one that never
+    took a step (every encoder saved before training, and the encoder inside
+    a trained siamese model, has one). Here the compile config records
+    `optimizer_built`, and the optimizer is built only when it was (files
+    written without that key: when the model is built, as before). Keras
+    also skips restoring the compile state of a model whose `compile` is
+    overridden (the siamese models); this restores it.
     """
-    model.compile(**keras.saving.deserialize_keras_object(config))
-    if model.built:
-        model.optimizer.build(model.trainable_variables)
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config and self.optimizer is not None:
+            config["optimizer_built"] = bool(self.optimizer.built)
+        return config
+
+    def compile_from_config(self, config):
+        config = dict(config)
+        built = config.pop("optimizer_built", True)
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built and built:
+            self.optimizer.build(self.trainable_variables)
 
 
 def bound_to_positions(preprocessor, backbone):
@@ -46,7 +63,9 @@ def projection_layers(projections):
 
 
 @keras.saving.register_keras_serializable(package="sbert_keras")
-class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, keras_hub.models.TextEmbedder):
+class SentenceEncoder(
+    CompileStateMixin, PromptsMixin, EncodingMixin, SentenceTransformersExport, keras_hub.models.TextEmbedder
+):
     """The one sentence encoder: raw text in, one float32 vector per text out.
 
     A functional Keras model: the backbone's token embeddings go through
@@ -121,9 +140,6 @@ class SentenceEncoder(PromptsMixin, EncodingMixin, SentenceTransformersExport, k
         # variables must not become this model's weights.
         self._inference_cache = types.SimpleNamespace(functions={}, copies={})
         self._count_weight_writes()
-
-    def compile_from_config(self, config):
-        restore_compile(self, config)
 
     def get_config(self):
         config = super().get_config()

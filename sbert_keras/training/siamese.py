@@ -15,7 +15,7 @@ import keras
 import keras_hub
 from keras import ops
 
-from sbert_keras.encoder import restore_compile
+from sbert_keras.encoder import CompileStateMixin
 from sbert_keras.losses.in_batch import InBatchNegativesLoss
 from sbert_keras.losses.matryoshka import MatryoshkaLoss
 from sbert_keras.losses.matryoshka import MatryoshkaPrefixes
@@ -39,7 +39,7 @@ from sbert_keras.utils.defaults import NLI_NUM_CLASSES
 from sbert_keras.utils.defaults import PAPER_LEARNING_RATE  # also re-exported: `siamese.PAPER_LEARNING_RATE`
 
 
-class SiameseModel(CheckedTraining, keras_hub.models.Task):
+class SiameseModel(CompileStateMixin, CheckedTraining, keras_hub.models.Task):
     """Base class: builds role inputs and runs the shared encoder on each.
 
     A subclass creates its head layers in `__init__` *before* calling this
@@ -116,9 +116,6 @@ class SiameseModel(CheckedTraining, keras_hub.models.Task):
         if self.matryoshka_dims and loss is not None and not isinstance(loss, MatryoshkaLoss):
             loss = MatryoshkaLoss(loss)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
-
-    def compile_from_config(self, config):
-        restore_compile(self, config)
 
     def get_config(self):
         config = super().get_config()

@@ -7,6 +7,7 @@ import tracemalloc
 import warnings
 import zipfile
 
+import keras
 import numpy as np
 import pytest
 
@@ -155,5 +156,12 @@ def test_loading_a_trained_siamese_model_prints_no_optimizer_warning(tmp_path):
         load_keras_encoder(tmp_path / "siamese.keras", SentenceEncoder)
         load_keras_encoder(tmp_path / "trained.keras", SentenceEncoder)
     assert [str(w.message) for w in caught] == []
-    # `compile=True` restores the training state: the optimizer's step count comes back.
+    # `compile=True` restores the training state: the optimizer's step count comes back, and with
+    # Keras' own loader too, without a warning for the untrained optimizer of the encoder inside.
     assert int(load_keras_file(tmp_path / "siamese.keras", compile=True).optimizer.iterations) == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        restored = keras.saving.load_model(tmp_path / "siamese.keras")
+    assert [str(w.message) for w in caught] == []
+    assert int(restored.optimizer.iterations) == 1 and restored.optimizer.built
+    assert not restored.encoder.optimizer.built
