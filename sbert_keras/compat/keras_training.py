@@ -7,7 +7,10 @@ training must forget the strategy a model was built under
 (keras-team/keras#20329); a custom `train_step` updates the running "loss"
 of `fit`'s logs (`Trainer._loss_tracker`) and computes the loss through
 `Trainer._compute_loss`, as Keras' own TensorFlow `train_step` does, and
-unscales it as Keras does under a distribution strategy. A subclass of
+unscales it as Keras does under a distribution strategy. Keras' TensorFlow
+`fit` builds the optimizer and the compiled metrics before the first trace
+only under a strategy (`Trainer._symbolic_build`); without one the first
+trace creates them, and `tf.function` then traces the step a second time. A subclass of
 `keras.callbacks.BackupAndRestore` reuses its step counting
 (`_should_save_on_batch`, `_last_batch_seen`). Each function below
 does one of these and was checked against **Keras 3.15.1**
@@ -64,6 +67,38 @@ def forget_distribute_strategy(model):
     """
     _require(model, "_distribute_strategy")
     model._distribute_strategy = None
+
+
+def build_before_first_trace(model, train_function):
+    """`train_function`, building `model`'s optimizer, compiled loss and metrics on its first call (TensorFlow).
+
+    Keras' TensorFlow `fit` calls its private `Trainer._symbolic_build` only
+    when the model has a distribution strategy
+    (`_maybe_symbolic_build`, checked against Keras 3.15.1): otherwise the
+    first trace of the train function creates those variables, and
+    `tf.function` traces the whole step once more without them. Building
+    them first from the batch's `element_spec`, as Keras does under a
+    strategy, leaves one trace. On other backends (Keras builds them before
+    the step) `train_function` is returned as it is.
+
+    Args:
+        model: keras.Model. A compiled model in `fit`.
+        train_function: what Keras' `make_train_function` made; on
+            TensorFlow, called with the `tf.data` iterator.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return train_function
+    _require(model, "_distribute_strategy")
+    _require(model, "_symbolic_build")
+    pending = [True]
+
+    def built_first(iterator, *args):
+        if pending[0] and model._distribute_strategy is None:
+            model._symbolic_build(data_batch=iterator.element_spec)
+        pending[0] = False
+        return train_function(iterator, *args)
+
+    return built_first
 
 
 def loss_tracker(model):

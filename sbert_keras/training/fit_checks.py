@@ -322,7 +322,7 @@ class CheckedTraining:
         if self.train_function is not None and not force:
             return self.train_function
         super().make_train_function(force)
-        function = self.train_function
+        function = keras_training.build_before_first_trace(self, self.train_function)
         stateless = keras.backend.backend() == "jax"  # `(state, iterator) -> (logs, state)`
 
         def checked(*args):

@@ -52,6 +52,18 @@ def test_fit_step_and_keras_round_trip(kind, tmp_path):
     restored.fit(x, y, batch_size=4, epochs=1, verbose=0)
 
 
+def test_the_first_fit_traces_the_train_step_once():
+    # Without a strategy, Keras' TensorFlow `fit` would build the optimizer and the compiled metrics
+    # inside the step's first trace, and `tf.function` would trace the step a second time.
+    model, x, y = build("classification", tiny_encoder())
+    model.compile()
+    traces, step = [], model.train_step
+    model.train_step = lambda data: traces.append(1) or step(data)
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert len(traces) == 1
+    assert model.optimizer.built and int(model.optimizer.iterations) == 2
+
+
 def test_fit_on_tf_data(encoder):
     model = sk.RegressionSiamese(encoder)
     model.compile()
