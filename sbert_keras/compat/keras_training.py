@@ -29,6 +29,8 @@ set_initial_epoch(model, None)  # and the one after at its own `initial_epoch`
 import keras
 from keras.src.losses.loss import unscale_loss_for_distribution as _unscale_loss_for_distribution
 
+from sbert_keras.utils.backends import tensorflow as tf
+
 CHECKED_KERAS_VERSION = "3.15.1"
 
 
@@ -78,8 +80,10 @@ def build_before_first_trace(model, train_function):
     first trace of the train function creates those variables, and
     `tf.function` traces the whole step once more without them. Building
     them first from the batch's `element_spec`, as Keras does under a
-    strategy, leaves one trace. On other backends (Keras builds them before
-    the step) `train_function` is returned as it is.
+    strategy, leaves one trace. Under a strategy (the model's, or the scope
+    `fit` runs in: its batches are per-replica) nothing changes, and on other
+    backends (Keras builds them before the step) `train_function` is
+    returned as it is.
 
     Args:
         model: keras.Model. A compiled model in `fit`.
@@ -93,7 +97,7 @@ def build_before_first_trace(model, train_function):
     pending = [True]
 
     def built_first(iterator, *args):
-        if pending[0] and model._distribute_strategy is None:
+        if pending[0] and model._distribute_strategy is None and not tf.distribute.has_strategy():
             model._symbolic_build(data_batch=iterator.element_spec)
         pending[0] = False
         return train_function(iterator, *args)

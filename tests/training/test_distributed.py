@@ -17,12 +17,14 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import ROOT
 from conftest import WORDS
 from conftest import tiny_encoder
 from harness import run_serialization_test
 from sbert_keras.cli import parser
+from sbert_keras.compat import keras_training
 from sbert_keras.data.examples import SentencePairs
 from sbert_keras.data.examples import Triplets
 from sbert_keras.losses import replicas
@@ -285,6 +287,20 @@ def test_prepare_model_changes_nothing_without_a_multi_worker_strategy():
     model.compile()
     assert distributed.prepare_model(model) is model
     assert "train_step" not in vars(model)
+
+
+def test_under_a_strategy_scope_the_first_step_is_left_to_keras():
+    # A multi-worker model forgets its strategy and fits under the scope: its batches are per-replica,
+    # so `keras_training.build_before_first_trace` does not build from them (the two-worker tests run it).
+    model = ContrastiveSiamese(tiny_encoder())
+    model.compile()
+    calls = []
+    function = keras_training.build_before_first_trace(model, calls.append)
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        function(object())  # no `element_spec`: building from it would raise
+    assert len(calls) == 1 and not model.optimizer.built
+    function(object())  # only the first call may build
+    assert len(calls) == 2 and not model.optimizer.built
 
 
 if __name__ == "__main__":
