@@ -22,22 +22,30 @@ class CompileStateMixin:
     Keras' `compile_from_config` builds the optimizer of every built model
     and then warns that it skips the two saved variables of one that never
     took a step (every encoder saved before training, and the encoder inside
-    a trained siamese model, has one). Here the compile config records
-    `optimizer_built`, and the optimizer is built only when it was (files
-    written without that key: when the model is built, as before). Keras
+    a trained siamese model, has one). Here the serialized optimizer of the
+    compile config records `optimizer_built` (beside its `class_name` and
+    `config`, where Keras' deserialization, and so earlier versions of this
+    package, ignore it), and loading builds the optimizer only when it was
+    (files written without it: when the model is built, as before). Keras
     also skips restoring the compile state of a model whose `compile` is
     overridden (the siamese models); this restores it.
+
+    Example:
+    ```python
+    encoder.save("encoder.keras")  # never trained: its optimizer is unbuilt
+    keras.saving.load_model("encoder.keras").optimizer.built  # False, and no warning
+    ```
     """
 
     def get_compile_config(self):
         config = super().get_compile_config()
-        if config and self.optimizer is not None:
-            config["optimizer_built"] = bool(self.optimizer.built)
+        if isinstance(config.get("optimizer"), dict) and self.optimizer is not None:
+            config["optimizer"] = {**config["optimizer"], "optimizer_built": bool(self.optimizer.built)}
         return config
 
     def compile_from_config(self, config):
-        config = dict(config)
-        built = config.pop("optimizer_built", True)
+        optimizer = config.get("optimizer")
+        built = optimizer.get("optimizer_built", True) if isinstance(optimizer, dict) else True
         self.compile(**keras.saving.deserialize_keras_object(config))
         if self.built and built:
             self.optimizer.build(self.trainable_variables)

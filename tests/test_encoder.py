@@ -1,3 +1,4 @@
+import inspect
 import os
 import threading
 import warnings
@@ -90,6 +91,11 @@ def test_keras_round_trip(tmp_path):
         restored = keras.saving.load_model(path)
     # Its optimizer never took a step: it stays unbuilt, and Keras has no saved variables to skip.
     assert [str(w.message) for w in caught] == []
+    # What the compile config adds sits inside the serialized optimizer: `compile(**config)` of an
+    # earlier version (Keras' own `compile_from_config`) takes every top-level key as an argument.
+    config = encoder.get_compile_config()
+    assert set(config) <= set(inspect.signature(keras.Model.compile).parameters)
+    assert config["optimizer"]["optimizer_built"] is False
     assert isinstance(restored, SentenceEncoder) and not restored.optimizer.built
     assert restored.pooling == "max" and restored.normalize
     np.testing.assert_allclose(restored.encode(TEXTS), encoder.encode(TEXTS), atol=1e-6)
