@@ -279,14 +279,25 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
         if not backends.uses_tensorflow():
             rows, truncated = self.host_token_ids(check_texts(texts))
             return rows, int(truncated.sum())
-        if getattr(self, "_tokenize_fn", None) is None:
-            # Inside a tf.function KerasHub keeps tensors ragged (eagerly it
-            # converts them to Python lists).
-            self._tokenize_fn = compat_tf.traced_once(
-                tf.function(self.ragged_token_ids, input_signature=[tf.TensorSpec([None], tf.string)])
-            )
-        ids, truncated = self._tokenize_fn(tf.constant(texts, dtype=tf.string))
+        ids, truncated = self.traced_ragged_token_ids()(tf.constant(texts, dtype=tf.string))
         return ids, int(tf.reduce_sum(tf.cast(truncated, "int32")))
+
+    def traced_ragged_token_ids(self):
+        """`ragged_token_ids` as one `tf.function` of strings `(n,)`, traced once per `sequence_length`.
+
+        `tokenize` and the query graphs (`sbert_keras.runtime.strings_graph`)
+        call it, so the tokenizer's graph (about 2,000 ops for a WordPiece
+        tokenizer with added tokens, seconds to trace) is traced once, not
+        once per graph that tokenises, and without AutoGraph (the code has no
+        tensor-dependent Python control flow; converting it costs seconds).
+        Inside a `tf.function` KerasHub keeps tensors ragged (eagerly it
+        converts them to Python lists).
+        """
+        if getattr(self, "_tokenize_fn", None) is None:
+            self._tokenize_fn = compat_tf.traced_once(
+                tf.function(self.ragged_token_ids, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+            )
+        return self._tokenize_fn
 
     def get_config(self):
         config = super().get_config()

@@ -21,11 +21,11 @@ def strings_function(preprocessor, run, changed=None):
         changed: None, or a function returning a boolean tensor (e.g.
             `FusedWeights.changed`), computed in the same graph call.
     """
-    pad_id = preprocessor.tokenizer.pad_token_id
+    pad_id, tokenize = preprocessor.tokenizer.pad_token_id, preprocessor.traced_ragged_token_ids()
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def embed(texts):
-        ids, truncated = preprocessor.ragged_token_ids(texts)
+        ids, truncated = tokenize(texts)  # one call of the tokenizer's graph, traced once per preprocessor
         token_ids = tf.cast(ids.to_tensor(pad_id), tf.int32)
         mask = tf.sequence_mask(ids.row_lengths(), tf.shape(token_ids)[1], tf.int32)
         stale = tf.constant(False) if changed is None else changed()

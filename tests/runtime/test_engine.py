@@ -89,8 +89,16 @@ def test_encode_follows_assign_fit_and_load_weights(tmp_path):
     )
 
 
+def counted_tokenizer_traces(encoder):
+    """A list that grows by one each time the tokenizer's graph is traced (`ragged_token_ids` runs in Python)."""
+    traces, tokenize = [], encoder.preprocessor.ragged_token_ids
+    encoder.preprocessor.ragged_token_ids = lambda texts: traces.append(1) or tokenize(texts)
+    return traces
+
+
 def test_no_retracing_across_batch_sizes_and_lengths():
     encoder = tiny_encoder()
+    tokenizer_traces = counted_tokenizer_traces(encoder)
     for texts in (TEXTS, TEXTS[:1], TEXTS * 7, ["a"], ["the cat " * 5]):
         for batch_size in (1, 3, 32):
             encoder.encode(texts, batch_size=batch_size, compute="float32")
@@ -98,6 +106,8 @@ def test_no_retracing_across_batch_sizes_and_lengths():
     # XLA single-query graph (compiled per padded shape, not retraced).
     assert encoder.engine.verdicts.get("xla", "float32") is True
     assert encoder.engine.trace_count == 3
+    # The tokenizer's graph too: traced once, called by the batches and by each query's strings function.
+    assert tokenizer_traces == [1]
     encoder.backbone.transformer_layers[1].trainable_weights[0].assign_add(
         np.ones(encoder.backbone.transformer_layers[1].trainable_weights[0].shape, "float32")
     )
@@ -151,10 +161,16 @@ def test_an_avx2_host_runs_batches_through_xnnpack_and_never_picks_bfloat16(on_h
     monkeypatch.delenv(xnnpack.DISABLE_ENV)  # off for the rest of the suite (conftest)
     assert Host({"avx2", "fma"}).avx2_only and not Host({"avx2", "fma", "avx512f"}).avx2_only
     encoder = tiny_encoder()
+    tokenizer_traces = counted_tokenizer_traces(encoder)
     engine = on_host(encoder, cpu_flags={"avx2", "fma"})
     assert engine.route("auto") == ("xnnpack_float32", "float32")  # it won its race (conftest)
     # Every race won (conftest): a few texts and one through XNNPACK's float32 too.
     assert [engine.select("auto", size)[0].name for size in ("few", "one")] == ["xnnpack_float32"] * 2
+    encoder.encode(TEXTS[0]), encoder.encode(TEXTS[:3]), encoder.encode(TEXTS * 7)
+    functions = dict(engine.graphs.strings._functions)
+    engine.routes["xnnpack_float32"].build("float32").query(TEXTS[:2])  # another runner, as a race builds one
+    assert engine.graphs.strings._functions == functions  # its queries' tokenising graph is shared
+    assert tokenizer_traces == [1]
     assert engine.route("int8") == ("xnnpack", "int8")  # no VNNI, but XNNPACK's int8 beats oneDNN's dequantized
     # AVX-512 without VNNI or bf16: TensorFlow's graphs.
     engine = on_host(tiny_encoder(), cpu_flags={"avx2", "fma", "avx512f"})

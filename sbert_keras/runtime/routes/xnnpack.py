@@ -57,7 +57,6 @@ import numpy as np
 from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import self_check
-from sbert_keras.runtime import strings_graph
 from sbert_keras.runtime.routes import base
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -89,7 +88,8 @@ def forward_function(encoder, weights):
         weights: the float32 `FusedWeights` of its backbone.
     """
     forward = fused_graph.build_forward(encoder, weights, fused_norm=False, lookup=False)
-    return tf.function(forward, input_signature=signature(weights.values().token_table.shape[-1]))
+    spec = signature(weights.values().token_table.shape[-1])
+    return tf.function(forward, input_signature=spec, autograph=False)  # as `EncoderGraphs.traced` traces it
 
 
 def available(host, precision="int8"):
@@ -270,6 +270,11 @@ class XnnpackFloat32Route(XnnpackRoute):
     races = ("xla", "fused")  # each size raced against the routes that serve it (XLA: one text)
 
 
+def padded_ids(token_ids, padding_mask):
+    """What an XNNPACK query's strings function returns: the padded ids and mask, stacked (one tensor)."""
+    return tf.stack([token_ids, padding_mask])
+
+
 class XnnpackRunner(base.Runner):
     """Queries in two calls (one graph tokenises, pads and checks the weights; one interpreter call); batches.
 
@@ -279,18 +284,12 @@ class XnnpackRunner(base.Runner):
 
     def __init__(self, route):
         self.route = route
-        self._tokenize = None  # ((FusedWeights, sequence length), concrete strings -> padded ids and mask)
         self._weights = None
 
     def query(self, texts):
-        weights = self._weights = self.route.graphs.current_weights("float32")  # made by the check
-        preprocessor = self.route.encoder.preprocessor
-        key = (weights, preprocessor.sequence_length)  # tokenising bakes in the length
-        if self._tokenize is None or self._tokenize[0] != key:
-            stack = lambda token_ids, mask: tf.stack([token_ids, mask])  # noqa: E731
-            padded = strings_graph.strings_function(preprocessor, stack, weights.changed)
-            self._tokenize = (key, padded.get_concrete_function())
-        padded, num_truncated, changed = self._tokenize[1](tf.constant(texts))
+        graphs = self.route.graphs
+        weights = self._weights = graphs.current_weights("float32")  # made by the check
+        padded, num_truncated, changed = graphs.strings.get(padded_ids, (weights,))(tf.constant(texts))
         if bool(changed):
             return None, int(num_truncated), True
         token_ids, mask = padded.numpy()
