@@ -94,12 +94,13 @@ def build_before_first_trace(model, train_function):
         return train_function
     _require(model, "_distribute_strategy")
     _require(model, "_symbolic_build")
-    pending = [True]
+    pending = True
 
     def built_first(iterator, *args):
-        if pending[0] and model._distribute_strategy is None and not tf.distribute.has_strategy():
+        nonlocal pending
+        if pending and model._distribute_strategy is None and not tf.distribute.has_strategy():
             model._symbolic_build(data_batch=iterator.element_spec)
-        pending[0] = False
+        pending = False
         return train_function(iterator, *args)
 
     return built_first

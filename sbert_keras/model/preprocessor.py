@@ -272,10 +272,7 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
         return self.format_features(ids.to_tensor(self.tokenizer.pad_token_id))
 
     def tokenize(self, texts):
-        """Eager helper for `encode`: `(ragged ids, number truncated)`.
-
-        Outside TensorFlow: `(rows, number truncated)`, `rows` as `host_token_ids` gives them.
-        """
+        """Eager helper for `encode`: `(ragged ids, number truncated)` (outside TensorFlow `host_token_ids`' rows)."""
         if not backends.uses_tensorflow():
             rows, truncated = self.host_token_ids(check_texts(texts))
             return rows, int(truncated.sum())
@@ -283,19 +280,11 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
         return ids, int(tf.reduce_sum(tf.cast(truncated, "int32")))
 
     def traced_ragged_token_ids(self):
-        """`ragged_token_ids` as one `tf.function` of strings `(n,)`, traced once per `sequence_length`.
-
-        `tokenize` and the query graphs (`sbert_keras.runtime.strings_graph`)
-        call it, so the tokenizer's graph (about 2,000 ops for a WordPiece
-        tokenizer with added tokens, seconds to trace) is traced once, not
-        once per graph that tokenises, and without AutoGraph (the code has no
-        tensor-dependent Python control flow; converting it costs seconds).
-        Inside a `tf.function` KerasHub keeps tensors ragged (eagerly it
-        converts them to Python lists).
-        """
+        """`ragged_token_ids` traced once per `sequence_length` (no AutoGraph), called by every tokenising graph."""
         if getattr(self, "_tokenize_fn", None) is None:
+            spec = [tf.TensorSpec([None], tf.string)]
             self._tokenize_fn = compat_tf.traced_once(
-                tf.function(self.ragged_token_ids, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+                tf.function(self.ragged_token_ids, input_signature=spec, autograph=False)
             )
         return self._tokenize_fn
 

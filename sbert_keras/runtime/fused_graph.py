@@ -201,7 +201,7 @@ class FusedWeights:
             )
 
         self._refresh, self._fingerprint = refresh, compat_tf.traced_once(tf.function(fingerprint, autograph=False))
-        self._last = tf.Variable(fingerprint(), trainable=False)
+        self._last = tf.Variable(self._fingerprint(), trainable=False)  # the trace `sync` and `changed` call
         self.watch = weight_writes.WriteWatch(sources)
         self.version = 0  # bumped by each refresh (graphs that cache weights re-trace)
 
