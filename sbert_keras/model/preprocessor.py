@@ -280,7 +280,7 @@ class SentenceEncoderPreprocessor(HostTokenizing, keras_hub.models.TextEmbedderP
         return ids, int(tf.reduce_sum(tf.cast(truncated, "int32")))
 
     def traced_ragged_token_ids(self):
-        """`ragged_token_ids` traced once per `sequence_length` (no AutoGraph), called by every tokenising graph."""
+        """The tokenising graphs' one trace of `ragged_token_ids` per length (no AutoGraph; traced, ids stay ragged)."""
         if getattr(self, "_tokenize_fn", None) is None:
             spec = [tf.TensorSpec([None], tf.string)]
             self._tokenize_fn = compat_tf.traced_once(
