@@ -39,7 +39,7 @@ class CompileStateMixin:
 
     def get_compile_config(self):
         config = super().get_compile_config()
-        if isinstance(config.get("optimizer"), dict) and self.optimizer is not None:
+        if config and isinstance(config.get("optimizer"), dict) and self.optimizer is not None:
             config["optimizer"] = {**config["optimizer"], "optimizer_built": bool(self.optimizer.built)}
         return config
 
