@@ -110,12 +110,16 @@ class XlaQueryRoute(base.Route):
         token_ids, mask = self_check.probe_batch(self.encoder)
         reference = self.graphs.keras_function("float32")(token_ids, mask).numpy()
         pad_id, max_length = self.pad_id_and_max_length()
+        # Called from a graph, as a query's graph calls it: XLA keeps the programs of eager calls
+        # apart, so an eager check would leave each bucket to be compiled again by the first query.
+        spec = tf.TensorSpec([1, None], tf.int32)
+        compiled = tf.function(self.compiled(), input_signature=[spec, spec], autograph=False)
         try:
             rows = []
             for ids, row_mask in zip(token_ids, mask):
                 length = int(row_mask.sum())
                 ids, row_mask = pad_to_bucket(ids[None, :length], row_mask[None, :length], pad_id, max_length)
-                rows.append(self.compiled()(ids, row_mask).numpy())
+                rows.append(compiled(ids, row_mask).numpy())
         except (tf.errors.OpError, ValueError, TypeError) as error:
             warnings.warn(f"XLA could not compile the single-query graph ({error}); not using it.", stacklevel=6)
             return False

@@ -1,10 +1,14 @@
 """The single-query path: one short text through the XLA-compiled float32 fused graph."""
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from conftest import tiny_encoder
 from sbert_keras.runtime import fused_support
 from sbert_keras.runtime.routes import xla_query
@@ -71,3 +75,31 @@ def test_pad_to_bucket_is_bounded_by_the_model_length():
     assert padded.shape == (1, 32)
     assert not bool(xla_query.fits(np.ones((2, 3), "int32"), 512))
     assert not bool(xla_query.fits(np.ones((1, 33), "int32"), 512))
+
+
+# In a fresh process (XLA reads XLA_FLAGS once): how many programs XLA compiled after the check, and after a query.
+COMPILES = """
+import pathlib, sys
+sys.path.insert(0, "tests")
+import conftest
+from sbert_keras.runtime import route_choice
+route_choice.race = lambda runner, rival, batch=None: True
+dump = pathlib.Path(sys.argv[1])
+encoder = conftest.tiny_encoder()
+assert encoder.engine.check("float32", "xla")
+checked = len(list(dump.glob("*before_optimizations.txt")))
+encoder.encode(["a man is playing guitar"])
+print(checked, len(list(dump.glob("*before_optimizations.txt"))))
+"""
+
+
+def test_the_first_query_reuses_the_programs_the_check_compiled(tmp_path):
+    # An eager call and a call from a graph do not share XLA's programs: a check that called the
+    # compiled graph eagerly left the first query to compile each bucket again.
+    env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={tmp_path}", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [sys.executable, "-c", COMPILES, str(tmp_path)], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    checked, queried = map(int, result.stdout.split()[-2:])
+    assert checked >= 1 and queried == checked
