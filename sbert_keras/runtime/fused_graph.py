@@ -270,9 +270,10 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
     Args:
         encoder: a `SentenceEncoder` that `unsupported_reason` accepts.
         weights: `FusedWeights` of its backbone.
-        fused_norm: bool or None. Whether large inputs may use oneDNN's fused
-            LayerNorm (None: where `onednn_layer_norm.layer_norm_available()`; False for
-            XLA, which cannot compile it).
+        fused_norm: bool or None. Whether large inputs (int8 weights: every
+            input) may use oneDNN's fused LayerNorm (None: where
+            `onednn_layer_norm.layer_norm_available()`; False for XLA, which
+            cannot compile it).
         matmul_policy: an `onednn_int8.MatmulPolicy`: how dense layers run (int8
             weights through oneDNN's op, constant or not, or dequantized to a
             float dtype). None: as this machine allows, weights not constant.
@@ -332,6 +333,10 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
     def forward(token_ids, padding_mask):
         if not fused_norm:
             return run(token_ids, padding_mask, onednn_layer_norm.composite_layer_norm)
+        if weights.precision == "int8":
+            # One LayerNorm at every size: int8 rounds each activation row, so the two kernels' last-bit
+            # differences would move values across rounding steps, and a text's vector with its batch's size.
+            return run(token_ids, padding_mask, onednn_layer_norm.fused_layer_norm)
         # oneDNN's LayerNorm from FUSED_LAYER_NORM_MIN_ROWS tokens; below, the composite is faster.
         return tf.cond(
             tf.size(padding_mask) >= onednn_layer_norm.FUSED_LAYER_NORM_MIN_ROWS,

@@ -389,7 +389,8 @@ def test_int8_graph_follows_new_weights():
     assert sum(key[:2] == ("fused", "int8") for key in encoder.engine.graphs.functions) == 1
     if onednn_int8.int8_matmul_available():
         graph = encoder.engine.graphs.fused_function("int8").get_concrete_function().graph.as_graph_def()
-        nodes = [n for f in graph.library.function for n in f.node_def if n.op == onednn_int8.QUANTIZED_MATMUL_OP]
+        every = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+        nodes = [n for n in every if n.op == onednn_int8.QUANTIZED_MATMUL_OP]
         assert nodes and all(n.attr["is_weight_const"].b for n in nodes)
 
 

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from conftest import tiny_encoder
 from sbert_keras.compat import tensorflow as tf_compat
+from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime.kernels import onednn_layer_norm
 
 pytestmark = pytest.mark.skipif(
@@ -51,3 +52,16 @@ def test_large_and_small_batches_agree(on_host):
 def test_the_tensorflow_compat_layer_asks_the_op_registry():
     assert tf_compat.op_registered(onednn_layer_norm.LAYER_NORM_OP)  # what `layer_norm_available` builds on
     assert not tf_compat.op_registered("NoSuchOpAnywhere")
+
+
+@pytest.mark.parametrize("precision, switches", [("float32", True), ("int8", False)])
+def test_int8_runs_one_layer_norm_at_every_size(precision, switches):
+    """int8 rounds every activation row: a LayerNorm switched by size would make a text's vector depend on its batch."""
+    encoder = tiny_encoder()
+    weights = fused_graph.FusedWeights(encoder.backbone, precision)
+    forward = tf.function(fused_graph.build_forward(encoder, weights, fused_norm=True))
+    ids = tf.TensorSpec([None, None], tf.int32)
+    graph = forward.get_concrete_function(ids, ids).graph
+    ops = {op.type for op in graph.get_operations()}
+    assert bool(ops & {"If", "StatelessIf"}) == switches  # float: fused or composite by size, in a cond
+    assert (onednn_layer_norm.LAYER_NORM_OP in ops) != switches  # int8: the fused kernel, in the graph itself
