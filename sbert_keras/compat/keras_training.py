@@ -88,7 +88,9 @@ def build_before_first_trace(model, train_function):
     Args:
         model: keras.Model. A compiled model in `fit`.
         train_function: what Keras' `make_train_function` made; on
-            TensorFlow, called with the `tf.data` iterator.
+            TensorFlow, called with the `tf.data` iterator (`fit`), or with
+            a generator of one batch (`train_on_batch`), which has no
+            `element_spec`: there Keras' first trace builds them.
     """
     if keras.backend.backend() != "tensorflow":
         return train_function
@@ -98,8 +100,9 @@ def build_before_first_trace(model, train_function):
 
     def built_first(iterator, *args):
         nonlocal pending
-        if pending and model._distribute_strategy is None and not tf.distribute.has_strategy():
-            model._symbolic_build(data_batch=iterator.element_spec)
+        spec = getattr(iterator, "element_spec", None)
+        if pending and spec is not None and model._distribute_strategy is None and not tf.distribute.has_strategy():
+            model._symbolic_build(data_batch=spec)
         pending = False
         return train_function(iterator, *args)
 

@@ -64,6 +64,16 @@ def test_the_first_fit_traces_the_train_step_once():
     assert model.optimizer.built and int(model.optimizer.iterations) == 2
 
 
+def test_train_on_batch_can_be_the_first_step():
+    # Keras hands `train_on_batch`'s step a generator of one batch, which has no `element_spec` to build from.
+    model, x, y = build("regression", tiny_encoder())
+    model.compile()
+    loss = model.train_on_batch(x, y)
+    assert np.isfinite(loss) and int(model.optimizer.iterations) == 1
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert int(model.optimizer.iterations) == 3
+
+
 def test_fit_on_tf_data(encoder):
     model = sk.RegressionSiamese(encoder)
     model.compile()
