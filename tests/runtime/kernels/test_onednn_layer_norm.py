@@ -1,4 +1,4 @@
-"""oneDNN's fused LayerNorm: agreement with the composite, and the self-check at large batches."""
+"""oneDNN's fused LayerNorm: agreement with the composite, the self-check at large batches, int8 at every size."""
 
 import numpy as np
 import pytest
