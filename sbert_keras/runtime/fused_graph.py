@@ -270,8 +270,8 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
     Args:
         encoder: a `SentenceEncoder` that `unsupported_reason` accepts.
         weights: `FusedWeights` of its backbone.
-        fused_norm: bool or None. Whether large inputs (int8 weights: every
-            input) may use oneDNN's fused LayerNorm (None: where
+        fused_norm: bool or None. Whether large inputs (every input where
+            the matmuls run in int8) may use oneDNN's fused LayerNorm (None: where
             `onednn_layer_norm.layer_norm_available()`; False for XLA, which
             cannot compile it).
         matmul_policy: an `onednn_int8.MatmulPolicy`: how dense layers run (int8
@@ -296,6 +296,8 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
 
     # Probed here, outside any trace: the probe runs a graph of its own.
     fused_norm = onednn_layer_norm.layer_norm_available() if fused_norm is None else fused_norm
+    # Whether the matmuls round every activation row to int8 (dequantized int8 weights do not).
+    rounds_rows = weights.precision == "int8" and (matmul_policy or onednn_int8.MatmulPolicy.for_host()).int8_op
 
     def matmul(x, params, activation=None):
         return dense(x, params, activation, matmul_policy)
@@ -333,7 +335,7 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
     def forward(token_ids, padding_mask):
         if not fused_norm:
             return run(token_ids, padding_mask, onednn_layer_norm.composite_layer_norm)
-        if weights.precision == "int8":
+        if rounds_rows:
             # One LayerNorm at every size: int8 rounds each activation row, so the two kernels' last-bit
             # differences would move values across rounding steps, and a text's vector with its batch's size.
             return run(token_ids, padding_mask, onednn_layer_norm.fused_layer_norm)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from conftest import tiny_encoder
 from sbert_keras.compat import tensorflow as tf_compat
 from sbert_keras.runtime import fused_graph
+from sbert_keras.runtime.kernels import onednn_int8
 from sbert_keras.runtime.kernels import onednn_layer_norm
 
 pytestmark = pytest.mark.skipif(
@@ -54,12 +55,19 @@ def test_the_tensorflow_compat_layer_asks_the_op_registry():
     assert not tf_compat.op_registered("NoSuchOpAnywhere")
 
 
-@pytest.mark.parametrize("precision, switches", [("float32", True), ("int8", False)])
-def test_int8_runs_one_layer_norm_at_every_size(precision, switches):
+@pytest.mark.parametrize(
+    "precision, policy, switches",
+    [
+        ("float32", None, True),
+        ("int8", onednn_int8.MatmulPolicy(), False),
+        ("int8", onednn_int8.MatmulPolicy(int8_op=False), True),  # dequantized: no row is rounded
+    ],
+)
+def test_int8_runs_one_layer_norm_at_every_size(precision, policy, switches):
     """int8 rounds every activation row: a LayerNorm switched by size would make a text's vector depend on its batch."""
     encoder = tiny_encoder()
     weights = fused_graph.FusedWeights(encoder.backbone, precision)
-    forward = tf.function(fused_graph.build_forward(encoder, weights, fused_norm=True))
+    forward = tf.function(fused_graph.build_forward(encoder, weights, fused_norm=True, matmul_policy=policy))
     ids = tf.TensorSpec([None, None], tf.int32)
     graph = forward.get_concrete_function(ids, ids).graph
     ops = {op.type for op in graph.get_operations()}
