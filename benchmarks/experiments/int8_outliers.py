@@ -18,8 +18,9 @@ feed-forward output inputs. The split is made by replacing
 graph is traced for the converter.
 
 One JSON line per variant: min and mean cosine of each text's vector to the
-float32 fused graph's, texts/s (best pass after a warm-up, batch 32,
-length-sorted, as `encode` batches), and the number of outlier channels.
+float32 fused graph's, how many texts fall below the float class's 0.999,
+texts/s (best pass after a warm-up, batch 32, length-sorted, as `encode`
+batches), and the number of outlier channels.
 
     .venv/bin/python benchmarks/experiments/int8_outliers.py [--shape mpnet] [--lines 500] [--passes 3]
 """
@@ -49,6 +50,7 @@ from sbert_keras.runtime.routes import xnnpack  # noqa: E402
 NAME = "int8_outliers"
 BATCH = 32
 RESIDUAL_ROLES = ("qkv", "intermediate")
+FLOAT_GATE = 0.999  # the float class's minimum cosine
 
 
 def outlier_channels(stats, global_top, down_top):
@@ -155,6 +157,7 @@ def main():
             texts=len(texts),
             min_cos=round(float(cosines.min()), 6),
             mean_cos=round(float(cosines.mean()), 7),
+            below_float_gate=int(np.sum(cosines < FLOAT_GATE)),
             texts_per_s=round(len(texts) / seconds, 1),
             residual_channels=len(channels[(0, "qkv")]) if variant == "int8_outliers" else 0,
             down_channels=args.down_top if variant == "int8_outliers" else 0,
