@@ -90,8 +90,11 @@ StaticUint8DenseWeights = collections.namedtuple(
 )
 # One asymmetric uint8 scale and zero point per row, computed at run time: how
 # XNNPACK's dynamic int8 kernels (QD8) quantize, so this fallback keeps that
-# route's scheme.
-RowInt8DenseWeights = collections.namedtuple("RowInt8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale"])
+# route's scheme. `column_sums` float32 (out,): the dequantized kernel's column
+# sums, which the zero points multiply, computed with the weights, not per call.
+RowInt8DenseWeights = collections.namedtuple(
+    "RowInt8DenseWeights", ["kernel", "kernel_range", "bias", "input_scale", "column_sums"]
+)
 INT8_WEIGHT_TYPES = (
     Int8DenseWeights,
     StaticInt8DenseWeights,
@@ -204,7 +207,7 @@ def make_weights(q, kernel_range, bias, mode="dynamic", input_scale=None, input_
     if mode == "token":
         return TokenInt8DenseWeights(*parts)
     if mode == "row":
-        return RowInt8DenseWeights(*parts)
+        return RowInt8DenseWeights(*parts, tf.reduce_sum(tf.cast(q, "float32"), axis=0) * (parts[1] / 127.0))
     if mode == "static":
         return StaticInt8DenseWeights(*parts, tf.cast(input_range, "float32"))
     if mode == "static_u8":
@@ -359,8 +362,7 @@ def _int8_op_dense(x, weights, activation=None, constant_weights=False):
             x_q, kernel_q, zero_bias, tf.constant(255.0), weights.kernel_range, ["BiasAdd", "Dequantize"],
             constant_weights,
         )  # fmt: skip
-        column_sums = tf.reduce_sum(tf.cast(weights.kernel, "float32"), axis=0) * (weights.kernel_range / 127.0)
-        y = scale * (y - zero * column_sums) + weights.bias
+        y = scale * (y - zero * weights.column_sums) + weights.bias
         return y if activation is None else activation(y)
     if isinstance(weights, StaticUint8DenseWeights):
         x_range = weights.input_range

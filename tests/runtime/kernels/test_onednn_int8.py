@@ -304,6 +304,22 @@ def test_row_quantization_is_xnnpacks_asymmetric_uint8():
     np.testing.assert_allclose(scale.numpy() * (x_q - zero.numpy()), x.numpy(), atol=2.0 / 255)
 
 
+def test_row_weights_carry_their_zero_point_sums():
+    """The zero points multiply the kernel's column sums: computed with the weights, not on every call."""
+    x, kernel, bias = data()
+    weights = int8_quantization.quantize_role(kernel, bias, "qkv", None)
+    dequantized = onednn_int8.dequantize(weights).numpy()
+    np.testing.assert_allclose(weights.column_sums.numpy(), dequantized.sum(axis=0), rtol=1e-5, atol=1e-5)
+    graph = (
+        tf.function(lambda t: onednn_int8.int8_dense(t, weights, policy=onednn_int8.MatmulPolicy()))
+        .get_concrete_function(tf.TensorSpec(x.shape, tf.float32))
+        .graph
+    )
+    assert "Sum" not in {op.type for op in graph.get_operations()}  # no pass over the kernel per call
+    if onednn_int8.int8_matmul_available():
+        assert relative_error(run(x, weights), x @ kernel + bias) < 0.02
+
+
 def test_dequantized_kernel_is_what_keras_computes_with():
     _, kernel, bias = data()
     layer = keras.layers.Dense(kernel.shape[1])
