@@ -296,8 +296,10 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
 
     # Probed here, outside any trace: the probe runs a graph of its own.
     fused_norm = onednn_layer_norm.layer_norm_available() if fused_norm is None else fused_norm
+    if weights.precision == "int8":  # resolved once here: the LayerNorm rule below and `dense` read the same policy
+        matmul_policy = matmul_policy or onednn_int8.MatmulPolicy.for_host()
     # Whether the matmuls round every activation row to int8 (dequantized int8 weights do not).
-    rounds_rows = weights.precision == "int8" and (matmul_policy or onednn_int8.MatmulPolicy.for_host()).int8_op
+    rounds_rows = weights.precision == "int8" and matmul_policy.int8_op
 
     def matmul(x, params, activation=None):
         return dense(x, params, activation, matmul_policy)
