@@ -7,8 +7,9 @@ are this CPU's):
 
 - "fused_float32": this CPU's flags without FMA, so no XNNPACK route is
   usable and float32 batches run the fused TensorFlow graph;
-- "xnnpack_float32": this CPU's flags; on an AVX2 CPU without AVX-512,
-  float32 batches run the `xnnpack_float32` route;
+- "xnnpack_float32": this CPU's flags without AVX-512, so float32 batches
+  run the `xnnpack_float32` route (on an AVX-512 CPU the engine sends it
+  one text only; XNNPACK picks its AVX-512 kernels itself);
 - "xnnpack_int8": this CPU's flags and `avx_vnni`, so `compute="int8"` runs
   the `xnnpack` route on any CPU (without VNNI XNNPACK picks its AVX2 int8
   kernels itself).
@@ -29,12 +30,15 @@ x int8 pair sum leaves int16 and the kernel is exact: its min cosine is
 then what 7-bit weights cost.
 
 Then single queries in float32 (`kind: "query"`): the first `--queries`
-dev sentences, each sent alone to the runner of the fused graph, of the
+dev sentences, each sent alone (and with `--few 4,32` as many calls of 4
+and of 32 texts) to the runner of the fused graph, of the
 XLA query and of XNNPACK float32 (the three routes `compute="auto"` races
-for one text), interleaved, median and p90 in ms.
+for one text), and of the fused graph in bfloat16 where the CPU has
+AVX512-BF16 or AMX (the path `"auto"` takes there), interleaved, median
+and p90 in ms.
 
-    .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--queries 200] [--model FOLDER] \
-        [--onednn-int8] [--onednn-weight-levels 64] [--quick]
+    .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--queries 200] [--few 4,32] \
+        [--model FOLDER] [--onednn-int8] [--onednn-weight-levels 64] [--quick]
 """
 
 import sys
@@ -50,20 +54,27 @@ common.silence_tensorflow()
 NAME = "xnnpack_avx2"
 
 
-def query_latencies(engine, texts, monitor):
-    """`{route: [ms per query]}` of the float32 routes that serve one text, interleaved text by text."""
+def query_latencies(engine, texts, monitor, per_call=1):
+    """`{route: [ms per call]}` of the float32 routes that serve one text, interleaved call by call.
+
+    `per_call`: texts in each query call (`texts` taken `per_call` at a time); for more than one,
+    the XLA query's runner runs the fused graph.
+    """
     names = ("fused", "xla", "xnnpack_float32")
     assert all(engine.choice.passes(name, "float32") for name in names)  # each checked, as before it serves
     runners = {name: engine.routes[name].build("float32") for name in names}
+    if engine.host.bf16 and engine.choice.passes("fused", "bfloat16"):
+        runners["fused_bfloat16"] = engine.routes["fused"].build("bfloat16")
+    calls = [texts[i : i + per_call] for i in range(0, len(texts) - per_call + 1, per_call)]
     for runner in runners.values():
-        for text in texts[:5]:  # warm-up: compiles XLA's buckets, builds the tokeniser graphs
-            runner.query([text])
+        for call in calls[:5]:  # warm-up: compiles XLA's buckets, builds the tokeniser graphs
+            runner.query(call)
     times = {name: [] for name in runners}
     with monitor:
-        for text in texts:
+        for call in calls:
             for name, runner in runners.items():
                 start = time.perf_counter()
-                runner.query([text])
+                runner.query(call)
                 times[name].append(1000 * (time.perf_counter() - start))
     return times
 
@@ -78,7 +89,7 @@ def engines(model_dir):
     flags = hardware.current_host().cpu_flags
     hosts = {
         "fused_float32": (hardware.Host(flags - {"fma"}), "float32"),
-        "xnnpack_float32": (hardware.Host(flags), "float32"),
+        "xnnpack_float32": (hardware.Host(flags - {"avx512f"}), "float32"),
         "xnnpack_int8": (hardware.Host(flags | {"avx_vnni"}), "int8"),
     }
     return {name: (InferenceEngine(encoder, host), compute) for name, (host, compute) in hosts.items()}
@@ -124,6 +135,9 @@ def main():
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=2, help="interleaved passes per variant")
     parser.add_argument("--queries", type=int, default=200, help="single queries per route (0: none)")
+    parser.add_argument(
+        "--few", default="", help="comma-separated texts per query call to time too, e.g. 2,4,32 (that many calls)"
+    )
     parser.add_argument("--model", default=None, help="a model folder (default: all-MiniLM-L6-v2)")
     parser.add_argument("--onednn-int8", action="store_true", help="add the fused graph with oneDNN int8 forced on")
     parser.add_argument("--onednn-weight-levels", type=int, default=127, help="its weights' largest integer")
@@ -185,16 +199,19 @@ def main():
     if args.queries:
         engine = runs["xnnpack_float32"][0]
         monitor = cpu_timing.CpuMonitor()
-        times = query_latencies(engine, texts[: 20 if args.quick else args.queries], monitor)
-        for name, ms in times.items():
-            common.emit(
-                benchmark=NAME,
-                kind="query",
-                route=name,
-                queries=len(ms),
-                median_ms=round(float(np.median(ms)), 2),
-                p90_ms=round(float(np.percentile(ms, 90)), 2),
-            )
+        for per_call in [1] + [int(n) for n in args.few.split(",") if n]:
+            queries = (20 if args.quick else args.queries) * per_call
+            times = query_latencies(engine, texts[:queries], monitor, per_call)
+            for name, ms in times.items():
+                common.emit(
+                    benchmark=NAME,
+                    kind="query",
+                    route=name,
+                    texts_per_call=per_call,
+                    queries=len(ms),
+                    median_ms=round(float(np.median(ms)), 2),
+                    p90_ms=round(float(np.percentile(ms, 90)), 2),
+                )
         auto = engine.select("auto", "one")[0].name  # the races of the routes above, run now
         common.emit(benchmark=NAME, kind="query_summary", auto_one=auto, **monitor.report())
     return 0

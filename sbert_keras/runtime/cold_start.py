@@ -16,8 +16,9 @@ to the first vector"). Five things make that bearable:
   later process with the same model skips the probe runs (a fast path that
   failed keeps failing, with its warning);
 - `converted_model`: a converted model file (a TFLite flatbuffer of the XNNPACK routes,
-  tens of seconds and gigabytes of converter memory at base size) is kept
-  under the same key, so a later process loads it instead of converting;
+  tens of seconds and gigabytes of converter memory at base size, handed
+  back to the system afterwards: `utils.memory`) is kept under the same
+  key, so a later process loads it instead of converting;
 - `enable_xla_cache` (`sbert_keras.utils.tf_startup`): TensorFlow's
   persistent XLA compilation cache (`--tf_xla_persistent_cache_directory`
   in `TF_XLA_FLAGS`), set when the user has not set one, before TensorFlow
@@ -45,6 +46,7 @@ import numpy as np
 from sbert_keras.utils import atomic_io
 from sbert_keras.utils import console
 from sbert_keras.utils import hardware
+from sbert_keras.utils import memory
 from sbert_keras.utils import tf_startup
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -209,7 +211,7 @@ def converted_model(encoder, kind, convert, host=None):
     """
     folder = cache_dir()
     if folder is None:
-        return convert()
+        return _converted(convert)
     folder = os.path.join(folder, "converted")
     prefix = f"{model_key(encoder, host)}-{kind}-"
     with contextlib.suppress(OSError):
@@ -224,8 +226,15 @@ def converted_model(encoder, kind, convert, host=None):
                 return data
             with contextlib.suppress(OSError):
                 os.remove(path)
-    data = convert()
+    data = _converted(convert)
     _store(folder, prefix + hashlib.sha256(data).hexdigest(), data)
+    return data
+
+
+def _converted(convert):
+    """`convert()`, then the converter's freed memory handed back (`memory.release_freed`: gigabytes at base size)."""
+    data = convert()
+    memory.release_freed()
     return data
 
 

@@ -36,6 +36,7 @@ class Host:
     Host(cpu_flags={"avx2", "fma"}).auto_precision()  # "float32"
     Host(cpu_flags={"avx512_bf16"}).bf16  # True
     Host(cpu_flags={"avx2", "fma"}).avx2_only  # True
+    Host(cpu_flags={"avx2", "fma", "avx512f"}).avx2  # True
     ```
     """
 
@@ -57,9 +58,14 @@ class Host:
         return bool(INT8_FLAGS & self.cpu_flags)
 
     @property
+    def avx2(self):
+        """Whether the CPU has AVX2 and FMA (with or without AVX-512)."""
+        return AVX2_FLAGS <= self.cpu_flags
+
+    @property
     def avx2_only(self):
         """Whether the CPU's widest vectors are AVX2's (with FMA): no AVX-512."""
-        return AVX2_FLAGS <= self.cpu_flags and AVX512_FLAG not in self.cpu_flags
+        return self.avx2 and AVX512_FLAG not in self.cpu_flags
 
     def runnable_precision(self, precision):
         """`precision`, or what runs instead where it has no fast kernels (a resolved word, not `"auto"`).

@@ -181,12 +181,14 @@ def test_the_mpnet_tokenizer_packs_its_own_special_tokens_and_serializes():
 def test_every_family_takes_the_fast_routes_it_declares_within_their_gates(name, monkeypatch):
     # No silent fallback to the plain Keras graph: float32 and bf16 batches run
     # the fused graph (MPNet's relative bias included), or XNNPACK's float32 on
-    # an AVX2-only CPU; int8 runs XNNPACK where the CPU has VNNI/AMX or AVX2 only,
-    # and each passes its gate against the Keras graph.
+    # an AVX2-only CPU; int8 runs XNNPACK where the CPU has VNNI/AMX or AVX2 only;
+    # one text in float32 runs XNNPACK's float32 where the CPU has AVX2 and FMA,
+    # else the XLA query; and each passes its gate against the Keras graph.
     monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)  # off for the rest of the suite (conftest)
     encoder = SentenceEncoder.from_preset(family_fixture(name, "model"))
     engine = encoder.engine
-    routes = {"float32": "xnnpack_float32" if xnnpack.available(engine.host, "float32") else "fused"}
+    xnnpack_float32 = xnnpack.available(engine.host, "float32")
+    routes = {"float32": "xnnpack_float32" if xnnpack_float32 and engine.host.avx2_only else "fused"}
     if engine.host.bf16:
         routes["bfloat16"] = "fused"
     if xnnpack.available(engine.host):
@@ -200,3 +202,6 @@ def test_every_family_takes_the_fast_routes_it_declares_within_their_gates(name,
         assert engine.route(compute) == (route, compute)
         gate = 0.99999 if compute == "float32" else self_check.MIN_COSINE[compute]
         assert min_cosine(got, reference) >= gate, compute
+    one = encoder.encode(texts[-1], compute="float32", normalize=False)
+    assert engine.select("float32", "one")[0].name == ("xnnpack_float32" if xnnpack_float32 else "xla")
+    np.testing.assert_allclose(one, reference[-1], atol=2e-5)

@@ -22,7 +22,14 @@ matmuls TensorFlow ships are XNNPACK's, inside its TFLite runtime:
   the fused graph, and for one text the XLA query too, in a race on this
   machine (`races`): a query takes two calls here (tokenise, then the
   interpreter), one through the fused graph, so a small model's query can
-  answer sooner there.
+  answer sooner there;
+- float32 for one text, on a CPU with AVX-512: XNNPACK's interpreter has
+  less to do per op than TensorFlow's graph, and a single query is a few
+  rows per matmul, so its float32 query can answer before the bf16 fused
+  graph and the XLA query; from a few texts on, oneDNN's bf16 answers
+  first (benchmarks/RESULTS.md). It serves one text only (`sizes`), in
+  float32 and in the bfloat16 path (`computes`: the vector is float32's,
+  as the XLA query's is), under `"auto"` only where it won its races.
 
 The token embeddings are looked up outside the converted model, in float32
 (`signature`): converted, the table would be stored in int8 with one scale.
@@ -96,12 +103,12 @@ def available(host, precision="int8"):
     """Whether `encode` may run `precision` through XNNPACK on `host` (no GPU, not disabled).
 
     int8 where the CPU has VNNI/AMX, or AVX2 and FMA without AVX-512; float32
-    on the latter only: there XNNPACK's kernels outrun TensorFlow's in both
-    (elsewhere its float32 was not measured).
+    where it has AVX2 and FMA (with AVX-512, for one text only:
+    `XnnpackFloat32Route.sizes`).
     """
     if os.environ.get(DISABLE_ENV, "") not in ("", "0") or host.gpu:
         return False
-    return host.avx2_only or (precision == "int8" and host.int8)
+    return host.avx2_only or host.int8 if precision == "int8" else host.avx2
 
 
 def convert(function, quantize=True):
@@ -194,7 +201,7 @@ class XnnpackRoute(base.Route):
 
     @property
     def precision(self):
-        """The one compute path it serves."""
+        """The compute path its model computes in: the first it serves."""
         return self.computes[0]
 
     def usable(self):
@@ -255,19 +262,30 @@ class XnnpackInt8Route(XnnpackRoute):
 
 @base.register
 class XnnpackFloat32Route(XnnpackRoute):
-    """float32 through XNNPACK's AVX2 kernels (no AVX-512); under "auto" where it outran the fused graph and XLA.
+    """float32 through XNNPACK: every size on an AVX2-only CPU, one text with AVX-512; under "auto" where it won.
 
     Example:
     ```python
     route = XnnpackFloat32Route(graphs, host)
-    route.usable()  # an AVX2 CPU without AVX-512, no GPU, not disabled
+    route.usable()  # a CPU with AVX2 and FMA, no GPU, not disabled
+    route.sizes  # every size without AVX-512, ("one",) with it
     run = route.build("float32").batch()  # a `Runner`
     ```
     """
 
     name = "xnnpack_float32"
-    computes = ("float32",)
+    check_in = "float32"  # one converted float32 model serves every path it is in
     races = ("xla", "fused")  # each size raced against the routes that serve it (XLA: one text)
+
+    @property
+    def sizes(self):
+        """Every size on an AVX2-only CPU; with AVX-512, one text (oneDNN answers a few texts first)."""
+        return base.SIZES if self.host.avx2_only else ("one",)
+
+    @property
+    def computes(self):
+        """float32; where the CPU has bf16 matmuls (so AVX-512), the bfloat16 path's one text too."""
+        return ("float32", "bfloat16") if self.host.bf16 else ("float32",)
 
 
 def padded_ids(token_ids, padding_mask):

@@ -26,6 +26,7 @@ TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen
 
 VNNI = frozenset({"avx2", "avx512_vnni"})
 AVX2 = frozenset({"avx2", "fma"})
+AVX512_BF16 = AVX2 | {"avx512f", "avx512_bf16", "avx512_vnni"}
 
 
 @pytest.fixture(autouse=True)
@@ -206,13 +207,34 @@ def test_float32_batches_run_through_xnnpack_on_an_avx2_cpu(vnni_encoder):
 
 
 @pytest.mark.parametrize("flags", [VNNI | {"avx512f", "fma"}, AVX2 - {"fma"}, None])
-def test_float32_stays_on_tensorflow_with_avx512_without_fma_or_when_disabled(monkeypatch, vnni_encoder, flags):
+def test_float32_batches_stay_on_tensorflow_with_avx512_without_fma_or_when_disabled(monkeypatch, vnni_encoder, flags):
     if flags is None:
         monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
     encoder = vnni_encoder(flags or AVX2)
     encoder.encode(TEXTS * 3, compute="float32", batch_size=4)
-    assert encoder.engine.select("float32", "batch")[0].name == "fused"
+    encoder.encode(TEXTS[:3], compute="float32")
+    assert [encoder.engine.select("float32", size)[0].name for size in ("batch", "few")] == ["fused"] * 2
     assert encoder.engine.routes["xnnpack_float32"].interpreter is None
+
+
+def test_one_text_on_an_avx512_cpu_runs_xnnpack_float32_in_the_float32_and_bfloat16_paths(vnni_encoder):
+    encoder = vnni_encoder(AVX512_BF16)
+    engine = encoder.engine
+    reference = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS[:2]), verbose=0))
+    assert engine.routes["xnnpack_float32"].sizes == ("one",)
+    one = encoder.encode(TEXTS[0], normalize=False)  # "auto": the bfloat16 path; every race won (conftest)
+    assert engine.select("auto", "one") == (engine.routes["xnnpack_float32"], "bfloat16")
+    np.testing.assert_allclose(one, reference[0], atol=2e-5)  # float32's vector
+    for compute in ("float32", "bfloat16"):  # named paths: no race
+        np.testing.assert_allclose(encoder.encode(TEXTS[1], compute=compute, normalize=False), reference[1], atol=2e-5)
+        assert engine.select(compute, "one")[0].name == "xnnpack_float32"
+    assert engine.verdicts.get("xnnpack_float32", "float32") is True  # one check serves both paths
+    assert engine.verdicts.get("xnnpack_float32", "bfloat16") is None
+    # A few texts and batches stay on oneDNN's graphs, and int8 on XNNPACK's int8.
+    encoder.encode(TEXTS * 3, batch_size=4)
+    routes = [engine.select(compute, size)[0].name for compute in ("auto", "float32") for size in ("few", "batch")]
+    assert routes == ["fused"] * 4
+    assert engine.select("int8", "batch")[0].name == "xnnpack"
 
 
 @pytest.mark.parametrize("won, route", [(True, "xnnpack_float32"), (False, "fused")])
@@ -228,6 +250,7 @@ def test_auto_batches_take_xnnpack_float32_only_where_it_won_a_race_of_batches(m
     assert encoder.engine.select("float32", "batch")[0].name == "xnnpack_float32"  # a named path runs no race
 
 
+@pytest.mark.parametrize("flags, path", [(AVX2, "float32"), (AVX512_BF16, "bfloat16")])
 @pytest.mark.parametrize(
     "won, route",
     [
@@ -239,21 +262,21 @@ def test_auto_batches_take_xnnpack_float32_only_where_it_won_a_race_of_batches(m
     ],
 )
 def test_one_text_under_auto_takes_xnnpack_float32_only_where_it_beat_xla_and_the_fused_graph(
-    monkeypatch, vnni_encoder, won, route
+    monkeypatch, vnni_encoder, won, route, flags, path
 ):
     raced = []
 
     def race(name, precision, measure):  # the engine's memo of races: decided here by the race's name
-        raced.append(name)
+        raced.append((name, precision))
         return name in won
 
-    encoder = vnni_encoder(AVX2)
+    encoder = vnni_encoder(flags)
     monkeypatch.setattr(encoder.engine.verdicts, "race", race)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a lost race is no failure
-        assert encoder.engine.select("auto", "one")[0].name == route
-    assert raced[0] == "xnnpack_float32>xla:one"  # the XLA query serves one text: the first rival
-    assert encoder.engine.select("float32", "one")[0].name == "xnnpack_float32"  # a named path runs no race
+        assert encoder.engine.select("auto", "one") == (encoder.engine.routes[route], path)
+    assert raced[0] == ("xnnpack_float32>xla:one", path)  # the XLA query serves one text: the first rival
+    assert encoder.engine.select(path, "one")[0].name == "xnnpack_float32"  # a named path runs no race
 
 
 def test_diverging_xnnpack_float32_graph_falls_back_to_the_fused_graph(monkeypatch, vnni_encoder):
