@@ -6,6 +6,7 @@ checks that name the bad input), `console` (logging and progress bars),
 `output_lock` (one writer per output folder), `model_files` (the one
 reader of a model folder's JSON files), `hardware` (CPU flags, GPU, the
 precision `"auto"` picks), `arrays` (NumPy row normalisation),
+`memory` (a large job's freed heap handed back to the system),
 `import_hooks` (a function run right after, or around, another
 library's import),
 `backends` (which Keras backend runs, whether TensorFlow is installed,
