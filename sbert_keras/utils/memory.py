@@ -36,8 +36,8 @@ def release_freed():
     """Returns the freed pages of the C heap to the system (glibc's `malloc_trim(0)`); whether it could.
 
     Nothing in use moves or is freed: only pages no allocation holds are
-    unmapped, so it is safe at any time; it costs a pass over the heap
-    (milliseconds), so it is called after large jobs, not per call.
+    unmapped, so it is safe at any time; it costs a pass over the heap,
+    so it is called after large jobs, not per call.
     """
     trim = _malloc_trim()
     if trim is None:

@@ -132,6 +132,24 @@ class GraphRunner(Runner):
             weights.sync(force=True)
 
 
+def fused_runner(graphs, precision):
+    """The `GraphRunner` of the fused graph in `precision`.
+
+    What the fused route builds, and what a route that `builds_on` it runs
+    for the requests it passes on.
+
+    Args:
+        graphs: the engine's `EncoderGraphs`.
+        precision: a compute path of the fused graph.
+    """
+
+    def resolve():
+        weights = graphs.current_weights(precision)
+        return graphs.fused_function(precision, weights), (weights,)
+
+    return GraphRunner(graphs, resolve, lambda: graphs.fused_function(precision))
+
+
 class Route:
     """One way to run the encoder, and what it declares; see the module docstring.
 

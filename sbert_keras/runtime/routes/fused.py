@@ -49,13 +49,7 @@ class FusedRoute(base.Route):
         return self_check.probe_check(self.encoder, reference, run, precision, fallback=fallback)
 
     def build(self, precision):
-        graphs = self.graphs
-
-        def resolve():
-            weights = graphs.current_weights(precision)
-            return graphs.fused_function(precision, weights), (weights,)
-
-        return base.GraphRunner(graphs, resolve, lambda: graphs.fused_function(precision))
+        return base.fused_runner(self.graphs, precision)
 
     def forward(self, precision):
         """The fused forward pass over its cast weights."""

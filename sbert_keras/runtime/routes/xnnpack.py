@@ -26,10 +26,13 @@ matmuls TensorFlow ships are XNNPACK's, inside its TFLite runtime:
 - float32 for one text, on a CPU with AVX-512: XNNPACK's interpreter has
   less to do per op than TensorFlow's graph, and a single query is a few
   rows per matmul, so its float32 query can answer before the bf16 fused
-  graph and the XLA query; from a few texts on, oneDNN's bf16 answers
-  first (benchmarks/RESULTS.md). It serves one text only (`sizes`), in
+  graph and the XLA query; at 32 texts oneDNN's bf16 answers first, and
+  in between the model decides (benchmarks/RESULTS.md, single queries on
+  the Zen 5 EPYC). It serves one text only (`sizes`), in
   float32 and in the bfloat16 path (`computes`: the vector is float32's,
-  as the XLA query's is), under `"auto"` only where it won its races.
+  as the XLA query's is), under `"auto"` only where it won its races; a
+  text of more than `MAX_QUERY_TOKENS` tokens runs the fused graph it
+  `builds_on`, as the XLA query's does.
 
 The token embeddings are looked up outside the converted model, in float32
 (`signature`): converted, the table would be stored in int8 with one scale.
@@ -68,6 +71,10 @@ from sbert_keras.runtime.routes import base
 from sbert_keras.utils.backends import tensorflow as tf
 
 DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
+# With AVX-512, a text of more tokens than this runs the fused graph instead (`XnnpackRunner`): XNNPACK's
+# float32 answers a short text first, oneDNN's bf16 a long one (all-mpnet-base-v2, one text: 18.1 against
+# 20.3 ms at 32 tokens, 30.4 against 28.0 at 64, 106 against 75 at 256).
+MAX_QUERY_TOKENS = 32
 
 
 def signature(hidden):
@@ -108,7 +115,7 @@ def available(host, precision="int8"):
     """
     if os.environ.get(DISABLE_ENV, "") not in ("", "0") or host.gpu:
         return False
-    return host.avx2_only or host.int8 if precision == "int8" else host.avx2
+    return (host.avx2_only or host.int8) if precision == "int8" else host.avx2
 
 
 def convert(function, quantize=True):
@@ -241,7 +248,7 @@ class XnnpackRoute(base.Route):
         return self.interpreter
 
     def build(self, precision):
-        return XnnpackRunner(self)
+        return XnnpackRunner(self, precision)
 
 
 @base.register
@@ -279,13 +286,18 @@ class XnnpackFloat32Route(XnnpackRoute):
 
     @property
     def sizes(self):
-        """Every size on an AVX2-only CPU; with AVX-512, one text (oneDNN answers a few texts first)."""
+        """Every size on an AVX2-only CPU; with AVX-512, one text (oneDNN's bf16 answers 32 texts first)."""
         return base.SIZES if self.host.avx2_only else ("one",)
 
     @property
     def computes(self):
         """float32; where the CPU has bf16 matmuls (so AVX-512), the bfloat16 path's one text too."""
         return ("float32", "bfloat16") if self.host.bf16 else ("float32",)
+
+    @property
+    def builds_on(self):
+        """With AVX-512, the fused graph: it runs a text longer than `MAX_QUERY_TOKENS`, and the other sizes."""
+        return None if self.host.avx2_only else "fused"
 
 
 def padded_ids(token_ids, padding_mask):
@@ -296,25 +308,41 @@ def padded_ids(token_ids, padding_mask):
 class XnnpackRunner(base.Runner):
     """Queries in two calls (one graph tokenises, pads and checks the weights; one interpreter call); batches.
 
+    Where the route `builds_on` the fused graph (a CPU with AVX-512), only
+    one text of up to `MAX_QUERY_TOKENS` tokens runs here; the fused graph
+    of `precision` runs the rest (`base.fused_runner`).
+
     Args:
         route: the `XnnpackRoute` it runs.
+        precision: the compute path it serves.
     """
 
-    def __init__(self, route):
+    def __init__(self, route, precision):
         self.route = route
+        self.fused = base.fused_runner(route.graphs, precision) if route.builds_on else None
         self._weights = None
+        self._answered = self  # the runner whose weights `refresh` syncs
 
     def query(self, texts):
+        self._answered = self.fused if self.fused and len(texts) > 1 else self
+        if self._answered is self.fused:
+            return self.fused.query(texts)
         graphs = self.route.graphs
         weights = self._weights = graphs.current_weights("float32")  # made by the check
         padded, num_truncated, changed = graphs.strings.get(padded_ids, (weights,))(tf.constant(texts))
         if bool(changed):
             return None, int(num_truncated), True
         token_ids, mask = padded.numpy()
+        if self.fused and token_ids.shape[1] > MAX_QUERY_TOKENS:
+            self._answered = self.fused
+            return self.fused.query(texts)
         return self.route.runner(weights)(token_ids, mask), int(num_truncated), False
 
     def batch(self):
-        return self.route.runner()
+        return self.fused.batch() if self.fused else self.route.runner()
 
     def refresh(self):
-        self._weights.sync(force=True)
+        if self._answered is self.fused:
+            self.fused.refresh()
+        else:
+            self._weights.sync(force=True)

@@ -237,6 +237,26 @@ def test_one_text_on_an_avx512_cpu_runs_xnnpack_float32_in_the_float32_and_bfloa
     assert engine.select("int8", "batch")[0].name == "xnnpack"
 
 
+def test_on_an_avx512_cpu_a_long_text_and_other_sizes_run_the_fused_graph(monkeypatch, vnni_encoder):
+    encoder = vnni_encoder(AVX512_BF16, sequence_length=64)
+    engine = encoder.engine
+    long_text = "the cat " * 20
+    assert 64 > int(encoder.preprocessor.tokenize([long_text])[0].row_lengths()[0]) > xnnpack.MAX_QUERY_TOKENS
+    short = encoder.encode(TEXTS[0], compute="float32", normalize=False)  # builds the XNNPACK runner
+    runner = engine.runner_for("float32", "one")
+    assert isinstance(runner, xnnpack.XnnpackRunner) and engine.verdicts.get("fused", "float32") is True
+    interpreter_calls = []
+    monkeypatch.setattr(xnnpack.Runner, "__call__", lambda *args: interpreter_calls.append(1))
+    texts = [long_text, TEXTS[0], TEXTS[1]]
+    alone = encoder.encode(long_text, compute="float32", normalize=False)
+    several = encoder.encode(texts, compute="float32", normalize=False)  # "few": the fused route's runner
+    assert interpreter_calls == []  # neither ran the interpreter
+    expected = engine.routes["fused"].build("float32").query(texts)[0]
+    np.testing.assert_allclose(np.stack([alone, short]), expected[:2], atol=1e-5)
+    np.testing.assert_allclose(several, expected, atol=1e-5)
+    assert engine.runner_for("float32", "batch").batch() is engine.graphs.fused_function("float32")
+
+
 @pytest.mark.parametrize("won, route", [(True, "xnnpack_float32"), (False, "fused")])
 def test_auto_batches_take_xnnpack_float32_only_where_it_won_a_race_of_batches(monkeypatch, vnni_encoder, won, route):
     raced = []
