@@ -2,8 +2,12 @@
 
 Times `encoder.encode([one sentence])` over short sentences (median and p90
 milliseconds, after warm-up; the route that served them, and the seconds
-of the first call: self-checks, races, compilation or conversion) and,
-with `--throughput`, `encode` over `--num` sentences in batches of 32. With `--export DIR`, first writes the SavedModel
+of the first call: self-checks, races, compilation or conversion), with
+`--few 2,4,8`, that many sentences in one query call, interleaved with
+the fused graph's runner alone on the same calls (the route of a few
+texts, and how many padded tokens a call may have on it before the route
+it builds on answers), and, with `--throughput`, `encode` over `--num`
+sentences in batches of 32. With `--export DIR`, first writes the SavedModel
 (`export_saved_model(compute=...)`) and then times its `serving_default`
 in a fresh process the same way (single strings; request-order batches of
 32, no sorting across requests). One JSON line per measurement. Run it
@@ -94,6 +98,39 @@ def serve_saved_model(path, precision, repeats, num):
     )
 
 
+def few_texts(encoder, count, compute, repeats):
+    """Milliseconds of `count` texts in one call: the engine's query against the fused graph's alone, interleaved.
+
+    The fused graph's runner is what a few texts ran before the routes
+    that answer them sooner: both on the same groups, call by call.
+    """
+    engine = encoder.engine
+    texts = corpus(20 * count)
+    groups = [texts[i : i + count] for i in range(0, len(texts), count)]
+    route, resolved = engine.select(compute, "few")
+    calls = {
+        "median": lambda group: engine.query(group, compute),
+        "fused_median": engine.routes["fused"].build(resolved).query,
+    }
+    times = {name: [] for name in calls}
+    for i in range(len(groups) + repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call(groups[i % len(groups)])
+            if i >= len(groups):  # after a warm-up over every group
+                times[name].append((time.perf_counter() - start) * 1e3)
+    tokens = [len(group) * max(len(row) for row in encoder.preprocessor.host_token_ids(group)[0]) for group in groups]
+    return {
+        "measure": "few_texts_ms",
+        "texts": count,
+        "precision": compute,
+        **{name: round(statistics.median(ms), 3) for name, ms in times.items()},
+        "median_padded_tokens": int(statistics.median(tokens)),
+        "route": route.name,
+        "max_tokens": getattr(engine.runner_for(compute, "few"), "max_tokens", None),
+    }
+
+
 def corpus(num):
     return [SENTENCES[i % len(SENTENCES)] + " " + " ".join(["word"] * (i % 23)) for i in range(num)]
 
@@ -107,6 +144,7 @@ def main():
     parser.add_argument("--export", default=None, help="write and time a SavedModel here")
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None, help="a model folder (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--few", default="", help="texts per call to time, e.g. 2,4,8,16,32")
     args = parser.parse_args()
     if args.serve:
         return serve_saved_model(args.serve, args.compute or "auto", args.repeats, args.num)
@@ -146,6 +184,8 @@ def main():
         ),
         flush=True,
     )
+    for count in [int(n) for n in args.few.split(",") if n]:
+        print(json.dumps(few_texts(encoder, count, args.compute or "auto", max(20, args.repeats // count))), flush=True)
     if args.throughput:
         texts = corpus(args.num)
         encoder.encode(texts[:64], **kwargs)

@@ -178,7 +178,7 @@ def _xla_wins_its_races(monkeypatch):
     """Under "auto" the XLA single query serves only where it won a timed race against the fused
     graph (`route_choice.race`); a tiny model's race is noise, so every test sees it won, and the
     tests of the race (tests/runtime/test_route_choice.py) decide it themselves."""
-    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: True)
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, queries=None, batch=None: True)
 
 
 @pytest.fixture(autouse=True)

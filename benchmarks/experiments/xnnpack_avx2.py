@@ -31,14 +31,20 @@ then what 7-bit weights cost.
 
 Then single queries in float32 (`kind: "query"`): the first `--queries`
 dev sentences, each sent alone (and with `--few 4,32` as many calls of 4
-and of 32 texts) to the runner of the fused graph, of the
+and of 32 texts; the median padded tokens of a call, texts times padded
+length, is reported) to the runner of the fused graph, of the
 XLA query and of XNNPACK float32 (the three routes `compute="auto"` races
 for one text), and of the fused graph in bfloat16 where the CPU has
 AVX512-BF16 or AMX (the path `"auto"` takes there), interleaved, median
 and p90 in ms.
 
+With `--shapes 1x16,4x64`, calls of that many rows of that many tokens
+(`kind: "shape"`) through XNNPACK's float32 interpreter and the fused
+graph's batch call (bf16 and float32), interleaved: where XNNPACK stops
+leading, by the call's padded tokens.
+
     .venv/bin/python benchmarks/experiments/xnnpack_avx2.py [--passes 2] [--queries 200] [--few 4,32] \
-        [--model FOLDER] [--onednn-int8] [--onednn-weight-levels 64] [--quick]
+        [--shapes 1x16,4x16] [--model FOLDER] [--onednn-int8] [--onednn-weight-levels 64] [--quick]
 """
 
 import sys
@@ -77,6 +83,35 @@ def query_latencies(engine, texts, monitor, per_call=1):
                 runner.query(call)
                 times[name].append(1000 * (time.perf_counter() - start))
     return times
+
+
+def shape_latencies(engine, shapes, monitor, repeats=20):
+    """`{(rows, length): {engine: median ms}}`: XNNPACK's float32 interpreter against the fused graph's batch call.
+
+    One call of `rows` texts of `length` tokens each (a repeated id, no
+    padding), the engines interleaved call by call after three warm-up calls:
+    where they cross is a function of `rows * length`, which is what
+    `XnnpackFloat32Route.token_steps` races on an AVX-512 CPU.
+    """
+    import numpy as np
+
+    runs = {"xnnpack_float32": engine.routes["xnnpack_float32"].runner()}
+    for precision in ("bfloat16", "float32") if engine.host.bf16 else ("float32",):
+        runs[f"fused_{precision}"] = engine.graphs.fused_function(precision)
+    medians = {}
+    with monitor:
+        for rows, length in shapes:
+            token_ids = np.full((rows, length), 1000, "int32")
+            mask = np.ones_like(token_ids)
+            times = {name: [] for name in runs}
+            for i in range(3 + repeats):
+                for name, run in runs.items():
+                    start = time.perf_counter()
+                    np.asarray(run(token_ids, mask))
+                    if i >= 3:
+                        times[name].append(1000 * (time.perf_counter() - start))
+            medians[rows, length] = {name: round(float(np.median(ms)), 2) for name, ms in times.items()}
+    return medians
 
 
 def engines(model_dir):
@@ -137,6 +172,9 @@ def main():
     parser.add_argument("--queries", type=int, default=200, help="single queries per route (0: none)")
     parser.add_argument(
         "--few", default="", help="comma-separated texts per query call to time too, e.g. 2,4,32 (that many calls)"
+    )
+    parser.add_argument(
+        "--shapes", default="", help="comma-separated calls of ROWSxLENGTH tokens to time, e.g. 1x16,4x16,32x16"
     )
     parser.add_argument("--model", default=None, help="a model folder (default: all-MiniLM-L6-v2)")
     parser.add_argument("--onednn-int8", action="store_true", help="add the fused graph with oneDNN int8 forced on")
@@ -202,18 +240,29 @@ def main():
         for per_call in [1] + [int(n) for n in args.few.split(",") if n]:
             queries = (20 if args.quick else args.queries) * per_call
             times = query_latencies(engine, texts[:queries], monitor, per_call)
+            lengths = engine.encoder.preprocessor.tokenize(texts[:queries])[0].row_lengths().numpy()
+            starts = range(0, len(lengths) - per_call + 1, per_call)  # the calls `query_latencies` made
+            padded = [per_call * int(lengths[i : i + per_call].max()) for i in starts]
             for name, ms in times.items():
                 common.emit(
                     benchmark=NAME,
                     kind="query",
                     route=name,
                     texts_per_call=per_call,
+                    median_padded_tokens=int(np.median(padded)),
                     queries=len(ms),
                     median_ms=round(float(np.median(ms)), 2),
                     p90_ms=round(float(np.percentile(ms, 90)), 2),
                 )
         auto = engine.select("auto", "one")[0].name  # the races of the routes above, run now
         common.emit(benchmark=NAME, kind="query_summary", auto_one=auto, **monitor.report())
+    if args.shapes:
+        shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
+        monitor = cpu_timing.CpuMonitor()
+        medians = shape_latencies(runs["xnnpack_float32"][0], shapes, monitor, 5 if args.quick else 20)
+        for (rows, length), ms in medians.items():
+            common.emit(benchmark=NAME, kind="shape", rows=rows, length=length, tokens=rows * length, median_ms=ms)
+        common.emit(benchmark=NAME, kind="shape_summary", **monitor.report())
     return 0
 
 

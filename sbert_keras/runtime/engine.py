@@ -104,7 +104,7 @@ class InferenceEngine:
             if other.builds_on == route.name and (other.name, resolved) in self._runners:
                 return self._runners[other.name, resolved]
         if (route.name, resolved) not in self._runners:
-            self._runners[route.name, resolved] = route.build(resolved)
+            self._runners[route.name, resolved] = self.choice.build(route, resolved)
         return self._runners[route.name, resolved]
 
     def select(self, compute="auto", size="batch", exportable=False):

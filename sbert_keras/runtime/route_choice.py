@@ -12,7 +12,10 @@ class)). The verdicts live in the one `self_check.VerdictTable`, so a route
 that fails warns once and the next one serves. Under `"auto"`, a route that
 `races` others serves only where it answered faster than each of them in a
 timed race on this machine (`race`, kept with the verdicts): `"auto"` picks
-no path slower than another that passes its check.
+no path slower than another that passes its check. A route that hands
+large calls to the route it builds on races it at each of its
+`token_steps` instead (`token_bound`), and its runner gets the bound
+(`build`).
 
 Example:
 ```python
@@ -38,8 +41,9 @@ from sbert_keras.runtime.routes import xnnpack  # noqa: F401
 from sbert_keras.utils import hardware
 from sbert_keras.utils.defaults import COMPUTES
 
-# What a race times: short sentences, each one query (or together, tiled to one batch of `RACE_BATCH_ROWS`
-# rows, for batches), in interleaved rounds after a warm-up round.
+# What a race times: short sentences, each one query (all in one query for a few texts, repeated to a
+# call's size for `token_bound`, or tiled to one batch of `RACE_BATCH_ROWS` rows for batches), in
+# interleaved rounds after a warm-up round.
 RACE_TEXTS = int8_quantization.CALIBRATION_SENTENCES[:4]
 RACE_ROUNDS, RACE_BATCH_ROWS = 5, 32
 
@@ -53,21 +57,23 @@ def resolve_compute(compute, host=None):
     return (host or hardware.current_host()).auto_precision() if compute == "auto" else compute
 
 
-def race(runner, rival, texts=RACE_TEXTS, rounds=RACE_ROUNDS, batch=None):
-    """Whether `runner` answers faster than `rival` (median of `rounds`): each of `texts` as one query, or `batch`.
+def race(runner, rival, queries=None, rounds=RACE_ROUNDS, batch=None):
+    """Whether `runner` answers faster than `rival` (median of `rounds`): `queries`, or one call of `batch`.
 
     Args:
         runner: a route's `Runner`.
         rival: the `Runner` it races.
-        texts: strings, each sent alone.
+        queries: lists of strings, each sent in one query call (default:
+            each of `RACE_TEXTS` alone).
         rounds: int. Timed rounds, the two runners interleaved, after one warm-up round each.
         batch: `(token_ids, padding_mask)` or None. When given, each round is one call of each
             runner's batch call on it instead of the queries.
     """
+    queries = [[text] for text in RACE_TEXTS] if queries is None else queries
     calls = {}
     for candidate in (runner, rival):
         if batch is None:
-            calls[candidate] = lambda candidate=candidate: [candidate.query([text]) for text in texts]
+            calls[candidate] = lambda candidate=candidate: [candidate.query(texts) for texts in queries]
         else:
             run = candidate.batch()
             calls[candidate] = lambda run=run: run(*batch)
@@ -80,6 +86,18 @@ def race(runner, rival, texts=RACE_TEXTS, rounds=RACE_ROUNDS, batch=None):
     seconds(runner), seconds(rival)
     times = [(seconds(runner), seconds(rival)) for _ in range(rounds)]
     return statistics.median(t[0] for t in times) < statistics.median(t[1] for t in times)
+
+
+def race_queries(encoder, size, tokens=None):
+    """The queries a race of `size` texts times (`race`): None (each of `RACE_TEXTS` alone) for one text.
+
+    A few texts: `RACE_TEXTS` in one call. With `tokens`: one call of
+    `RACE_TEXTS` repeated to at most that many padded tokens (one text at least).
+    """
+    if tokens is not None:
+        width = self_check.sentence_batch(encoder, RACE_TEXTS)[0].shape[1]
+        return [[RACE_TEXTS[i % len(RACE_TEXTS)] for i in range(max(1, tokens // width))]]
+    return [list(RACE_TEXTS)] if size == "few" else None
 
 
 def race_batch(encoder):
@@ -173,7 +191,9 @@ class RouteChoice:
 
         Always, unless `requested` is `"auto"` and the route `races` others
         that serve the same and pass their checks: then whether it won the
-        race against each (`race`, timed once, kept with the verdicts).
+        race against each (`race`, timed once, kept with the verdicts). The
+        route it builds on, where it has `token_steps`, is raced per call
+        size instead: it serves if it won the smallest (`token_bound`).
         """
         if requested not in (None, "auto"):
             return True
@@ -181,16 +201,44 @@ class RouteChoice:
             rival = self.routes.get(name)
             if rival is None or compute not in rival.computes or size not in rival.sizes or not rival.usable():
                 continue
-            if not self.passes(rival.name, compute):
+            if (route.token_steps and name == route.builds_on) or not self.passes(rival.name, compute):
                 continue
 
             def timed(rival=rival):
                 batch = race_batch(self.encoder) if size == "batch" else None
-                return race(route.build(compute), rival.build(compute), batch=batch)
+                queries = race_queries(self.encoder, size)
+                return race(route.build(compute), rival.build(compute), queries=queries, batch=batch)
 
             if not self.verdicts.race(f"{route.name}>{rival.name}:{size}", compute, timed):
                 return False
-        return True
+        return not route.token_steps or self.token_bound(route, compute) > 0
+
+    def token_bound(self, route, compute):
+        """The most padded tokens of a call `route` runs itself in `compute`; None without `token_steps`.
+
+        Each of its `token_steps`, smallest first, is a race (`race`, timed
+        once, kept with the verdicts): one query of that many tokens through
+        the route against the route it `builds_on`. The bound is the
+        largest size it won before the first it lost (0: it lost the first).
+        """
+        if not route.token_steps:
+            return None
+        rival, bound = self.routes[route.builds_on], 0
+        for tokens in route.token_steps:
+
+            def timed(tokens=tokens):
+                queries = race_queries(self.encoder, "few", tokens)
+                return race(route.build(compute), rival.build(compute), queries=queries)  # no hand-off
+
+            if not self.verdicts.race(f"{route.name}>{rival.name}:{tokens}", compute, timed):
+                break
+            bound = tokens
+        return bound
+
+    def build(self, route, compute):
+        """`route`'s `Runner` in `compute`; with `token_steps`, bounded by its `token_bound`."""
+        bound = self.token_bound(route, compute)
+        return route.build(compute) if bound is None else route.build(compute, bound)
 
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.

@@ -28,15 +28,15 @@ class SleepyRunner(base.Runner):
 
 def test_race_times_interleaved_single_queries():
     fast, slow = SleepyRunner(0.001), SleepyRunner(0.004)
-    assert RACE(fast, slow, texts=("a", "b"), rounds=3)
+    assert RACE(fast, slow, queries=(["a"], ["b"]), rounds=3)
     assert fast.calls == slow.calls == 2 * (1 + 3)  # one warm-up round, then the timed ones
-    assert not RACE(slow, fast, texts=("a",), rounds=3)
+    assert not RACE(slow, fast, queries=(["a"],), rounds=3)
 
 
 @pytest.mark.parametrize("won, route", [(True, "xla"), (False, "fused")])
 def test_auto_takes_the_single_query_route_only_where_it_won(monkeypatch, on_host, won, route):
     raced = []
-    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: raced.append((runner, rival)) or won)
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, **_: raced.append((runner, rival)) or won)
     engine = on_host(tiny_encoder(), cpu_flags={"avx2", "fma"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a lost race is no failure
@@ -51,7 +51,7 @@ def test_auto_takes_the_single_query_route_only_where_it_won(monkeypatch, on_hos
 def test_a_race_is_run_once_per_machine(monkeypatch, tmp_path):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     raced = []
-    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: raced.append(1) or False)
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, queries=None, batch=None: raced.append(1) or False)
     first = tiny_encoder(seed=3)
     text = "a man is playing guitar"
     with warnings.catch_warnings():

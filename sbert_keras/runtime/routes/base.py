@@ -31,12 +31,18 @@ What a route declares (class attributes and cheap methods; no graph runs):
   through the engine's verdict table), the one compute path its check runs
   in when its graph computes in one for all, and the route whose graph it
   runs too: that route's verdicts must pass first, and a runner built for
-  it stands in for that route's runner.
+  it stands in for that route's runner;
+- `token_steps`: for a route that `builds_on` another, the padded sizes of
+  one call (texts times padded length) at which it races that route, each
+  once per machine (`route_choice.RouteChoice.token_bound`): its runner
+  hands a call of more tokens than the largest size it won to that route,
+  the two engines' crossover measured, not guessed.
 
 `build(precision)` gives its `Runner`: one call for a few texts (`query`)
-and one for batches (`batch`); when a query finds the weights changed
-behind Keras' back it says so, and the engine calls `refresh` and asks once
-more.
+and one for batches (`batch`); a route with `token_steps` takes
+`build(precision, max_tokens)`, the bound its races set. When a query
+finds the weights changed behind Keras' back it says so, and the engine
+calls `refresh` and asks once more.
 
 A route joins the engine with `@register` on its class (`unregister` takes
 it out); engines made afterwards try it.
@@ -174,6 +180,7 @@ class Route:
     check_in = None  # the one compute path its check runs in (None: the path it serves)
     builds_on = None  # the name of the route whose graph it runs too
     races = ()  # the names of the routes it must answer faster than to serve under "auto"
+    token_steps = ()  # the call sizes (padded tokens) at which it races the route it builds on
 
     def __init__(self, graphs, host):
         self.graphs, self.host = graphs, host
@@ -196,7 +203,7 @@ class Route:
         return True
 
     def build(self, precision):
-        """Its `Runner` in `precision`."""
+        """Its `Runner` in `precision` (with `token_steps`: `build(precision, max_tokens)`, module docstring)."""
         raise NotImplementedError
 
     def forward(self, precision):

@@ -23,16 +23,21 @@ matmuls TensorFlow ships are XNNPACK's, inside its TFLite runtime:
   machine (`races`): a query takes two calls here (tokenise, then the
   interpreter), one through the fused graph, so a small model's query can
   answer sooner there;
-- float32 for one text, on a CPU with AVX-512: XNNPACK's interpreter has
-  less to do per op than TensorFlow's graph, and a single query is a few
-  rows per matmul, so its float32 query can answer before the bf16 fused
-  graph and the XLA query; at 32 texts oneDNN's bf16 answers first, and
-  in between the model decides (benchmarks/RESULTS.md, single queries on
-  the Zen 5 EPYC). It serves one text only (`sizes`), in
-  float32 and in the bfloat16 path (`computes`: the vector is float32's,
-  as the XLA query's is), under `"auto"` only where it won its races; a
-  text of more than `MAX_QUERY_TOKENS` tokens runs the fused graph it
-  `builds_on`, as the XLA query's does.
+- float32 for one text and a few, on a CPU with AVX-512: XNNPACK's
+  interpreter has less to do per op than TensorFlow's graph, so for a call
+  of few tokens its float32 answers before oneDNN's bf16 fused graph (and
+  the XLA query); for many, bf16's matmuls, twice as fast, answer first.
+  Where they cross depends on the model and the CPU, and it is a
+  function of the call's padded tokens (texts times padded length), not
+  of how they are split into texts: all-mpnet-base-v2 crosses between 32
+  and 64 tokens, all-MiniLM-L6-v2 between 256 and 512 (benchmarks/RESULTS.md,
+  single queries and a few texts on the Zen 5 EPYC). So the route races the
+  fused graph it `builds_on` at each of `TOKEN_STEPS` (`token_steps`), once
+  per model and machine, and its runner hands a call of more tokens than it
+  won at to the fused graph (`XnnpackRunner`). It serves one text and a
+  few (`sizes`), in float32 and in the bfloat16 path (`computes`: the
+  vector is float32's, as the XLA query's is), under `"auto"` only where
+  it won its races.
 
 The token embeddings are looked up outside the converted model, in float32
 (`signature`): converted, the table would be stored in int8 with one scale.
@@ -71,10 +76,9 @@ from sbert_keras.runtime.routes import base
 from sbert_keras.utils.backends import tensorflow as tf
 
 DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
-# With AVX-512, a text of more tokens than this runs the fused graph instead (`XnnpackRunner`): XNNPACK's
-# float32 answers a short text first, oneDNN's bf16 a long one (all-mpnet-base-v2, one text: 18.1 against
-# 20.3 ms at 32 tokens, 30.4 against 28.0 at 64, 106 against 75 at 256).
-MAX_QUERY_TOKENS = 32
+# With AVX-512, the call sizes (padded tokens) at which the float32 route races the fused graph
+# (`XnnpackFloat32Route.token_steps`); a call larger than the last runs the fused graph.
+TOKEN_STEPS = (32, 64, 128, 256, 512)
 
 
 def signature(hidden):
@@ -110,7 +114,7 @@ def available(host, precision="int8"):
     """Whether `encode` may run `precision` through XNNPACK on `host` (no GPU, not disabled).
 
     int8 where the CPU has VNNI/AMX, or AVX2 and FMA without AVX-512; float32
-    where it has AVX2 and FMA (with AVX-512, for one text only:
+    where it has AVX2 and FMA (with AVX-512, for one text and a few:
     `XnnpackFloat32Route.sizes`).
     """
     if os.environ.get(DISABLE_ENV, "") not in ("", "0") or host.gpu:
@@ -205,6 +209,7 @@ class XnnpackRoute(base.Route):
     def __init__(self, graphs, host):
         super().__init__(graphs, host)
         self.interpreter = None  # the `Runner` of the current float32 weights
+        self._hand_offs = {}  # (fused graph, its weights) -> `checked_forward`
 
     @property
     def precision(self):
@@ -247,8 +252,21 @@ class XnnpackRoute(base.Route):
             self.interpreter = Runner(model, weights.version, weights.values().token_table)
         return self.interpreter
 
-    def build(self, precision):
-        return XnnpackRunner(self, precision)
+    def build(self, precision, max_tokens=None):
+        return XnnpackRunner(self, precision, max_tokens)
+
+    def handed_off(self, precision):
+        """The `checked_forward` of the fused graph in `precision` over its current weights, made once per trace.
+
+        What a query over its runner's `max_tokens` runs: float32's weights
+        were checked by the query's first call, others are checked here.
+        """
+        weights = self.graphs.current_weights(precision)
+        fused = self.graphs.fused_function(precision, weights)
+        if (fused, weights) not in self._hand_offs:
+            checked = None if precision == "float32" else weights
+            self._hand_offs[fused, weights] = checked_forward(fused, checked)
+        return self._hand_offs[fused, weights]
 
 
 @base.register
@@ -269,13 +287,13 @@ class XnnpackInt8Route(XnnpackRoute):
 
 @base.register
 class XnnpackFloat32Route(XnnpackRoute):
-    """float32 through XNNPACK: every size on an AVX2-only CPU, one text with AVX-512; under "auto" where it won.
+    """float32 through XNNPACK: every size on an AVX2-only CPU, small calls with AVX-512; under "auto" where it won.
 
     Example:
     ```python
     route = XnnpackFloat32Route(graphs, host)
     route.usable()  # a CPU with AVX2 and FMA, no GPU, not disabled
-    route.sizes  # every size without AVX-512, ("one",) with it
+    route.sizes  # every size without AVX-512, ("one", "few") with it
     run = route.build("float32").batch()  # a `Runner`
     ```
     """
@@ -286,18 +304,23 @@ class XnnpackFloat32Route(XnnpackRoute):
 
     @property
     def sizes(self):
-        """Every size on an AVX2-only CPU; with AVX-512, one text (oneDNN's bf16 answers 32 texts first)."""
-        return base.SIZES if self.host.avx2_only else ("one",)
+        """Every size on an AVX2-only CPU; with AVX-512, one text and a few (oneDNN's bf16 runs batches)."""
+        return base.SIZES if self.host.avx2_only else ("one", "few")
 
     @property
     def computes(self):
-        """float32; where the CPU has bf16 matmuls (so AVX-512), the bfloat16 path's one text too."""
+        """float32; where the CPU has bf16 matmuls (so AVX-512), the bfloat16 path's small calls too."""
         return ("float32", "bfloat16") if self.host.bf16 else ("float32",)
 
     @property
     def builds_on(self):
-        """With AVX-512, the fused graph: it runs a text longer than `MAX_QUERY_TOKENS`, and the other sizes."""
+        """With AVX-512, the fused graph: it runs the calls larger than its races allow, and batches."""
         return None if self.host.avx2_only else "fused"
+
+    @property
+    def token_steps(self):
+        """With AVX-512, `TOKEN_STEPS`: the call sizes at which it races the fused graph."""
+        return () if self.host.avx2_only else TOKEN_STEPS
 
 
 def padded_ids(token_ids, padding_mask):
@@ -305,44 +328,79 @@ def padded_ids(token_ids, padding_mask):
     return tf.stack([token_ids, padding_mask])
 
 
+def checked_forward(fused, weights=None):
+    """A concrete function: padded ids -> `(fused(ids) as float32, whether `weights` changed)`, one graph call.
+
+    Args:
+        fused: a traced fused graph.
+        weights: the `FusedWeights` it reads, checked for writes behind Keras' back in the same call
+            (`FusedWeights.changed`), or None when the query's first call checked them already.
+    """
+    spec = tf.TensorSpec([None, None], tf.int32)
+
+    @tf.function(input_signature=[spec, spec], autograph=False)
+    def forward(token_ids, padding_mask):
+        changed = tf.constant(False) if weights is None else weights.changed()
+        return tf.cast(fused(token_ids, padding_mask), tf.float32), changed
+
+    return forward.get_concrete_function()
+
+
+def fewest_tokens(texts, sequence_length):
+    """A lower bound of the padded tokens of `texts`, without tokenising them.
+
+    Each whitespace-separated word gives at least one token (WordPiece,
+    byte-level BPE and SentencePiece alike), and the preprocessor adds a
+    start and an end token. A word its normaliser drops entirely (control
+    characters alone) makes the bound too high, which only sends a call to
+    the fused graph that the interpreter could have taken.
+    """
+    return len(texts) * min(2 + max(len(text.split()) for text in texts), sequence_length)
+
+
 class XnnpackRunner(base.Runner):
     """Queries in two calls (one graph tokenises, pads and checks the weights; one interpreter call); batches.
 
-    Where the route `builds_on` the fused graph (a CPU with AVX-512), only
-    one text of up to `MAX_QUERY_TOKENS` tokens runs here; the fused graph
-    of `precision` runs the rest (`base.fused_runner`).
+    Where the route `builds_on` the fused graph (a CPU with AVX-512), its
+    batches run that graph in `precision`, and so does a query of more than
+    `max_tokens` padded tokens: in one call of its own where the words
+    alone show it (`fewest_tokens`), else on the ids the first call padded
+    (`XnnpackRoute.handed_off`, which checks that graph's weights too).
 
     Args:
         route: the `XnnpackRoute` it runs.
         precision: the compute path it serves.
+        max_tokens: int or None. Where the route builds on the fused graph,
+            the most padded tokens (texts times padded length) of a query it
+            runs itself (`RouteChoice.token_bound`); None: every query.
     """
 
-    def __init__(self, route, precision):
-        self.route = route
-        self.fused = base.fused_runner(route.graphs, precision) if route.builds_on else None
-        self._weights = None
-        self._answered = self  # the runner whose weights `refresh` syncs
+    def __init__(self, route, precision, max_tokens=None):
+        self.route, self.precision, self.max_tokens = route, precision, max_tokens
+        self.fused = None if max_tokens is None else base.fused_runner(route.graphs, precision)
+        self._read = ()
 
     def query(self, texts):
-        self._answered = self.fused if self.fused and len(texts) > 1 else self
-        if self._answered is self.fused:
-            return self.fused.query(texts)
         graphs = self.route.graphs
-        weights = self._weights = graphs.current_weights("float32")  # made by the check
+        weights = graphs.current_weights("float32")  # made by the check
+        if self.fused is None:
+            self._read = (weights,)
+        else:  # `refresh` syncs both, whichever call found them changed
+            self._read = (weights, graphs.current_weights(self.precision))
+            if fewest_tokens(texts, self.route.encoder.preprocessor.sequence_length) > self.max_tokens:
+                return self.fused.query(texts)
         padded, num_truncated, changed = graphs.strings.get(padded_ids, (weights,))(tf.constant(texts))
         if bool(changed):
             return None, int(num_truncated), True
         token_ids, mask = padded.numpy()
-        if self.fused and token_ids.shape[1] > MAX_QUERY_TOKENS:
-            self._answered = self.fused
-            return self.fused.query(texts)
-        return self.route.runner(weights)(token_ids, mask), int(num_truncated), False
+        if self.fused is None or token_ids.size <= self.max_tokens:
+            return self.route.runner(weights)(token_ids, mask), int(num_truncated), False
+        pooled, changed = self.route.handed_off(self.precision)(tf.constant(token_ids), tf.constant(mask))
+        return pooled.numpy(), int(num_truncated), bool(changed)
 
     def batch(self):
-        return self.fused.batch() if self.fused else self.route.runner()
+        return self.route.graphs.fused_function(self.precision) if self.route.builds_on else self.route.runner()
 
     def refresh(self):
-        if self._answered is self.fused:
-            self.fused.refresh()
-        else:
-            self._weights.sync(force=True)
+        for weights in dict.fromkeys(self._read):
+            weights.sync(force=True)

@@ -83,7 +83,7 @@ import pathlib, sys
 sys.path.insert(0, "tests")
 import conftest
 from sbert_keras.runtime import route_choice
-route_choice.race = lambda runner, rival, batch=None: True
+route_choice.race = lambda runner, rival, queries=None, batch=None: True
 dump = pathlib.Path(sys.argv[1])
 encoder = conftest.tiny_encoder()
 assert encoder.engine.check("float32", "xla")

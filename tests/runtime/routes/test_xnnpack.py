@@ -206,8 +206,8 @@ def test_float32_batches_run_through_xnnpack_on_an_avx2_cpu(vnni_encoder):
     assert min_cosine(int8, reference) > 0.99
 
 
-@pytest.mark.parametrize("flags", [VNNI | {"avx512f", "fma"}, AVX2 - {"fma"}, None])
-def test_float32_batches_stay_on_tensorflow_with_avx512_without_fma_or_when_disabled(monkeypatch, vnni_encoder, flags):
+@pytest.mark.parametrize("flags", [AVX2 - {"fma"}, None])
+def test_float32_stays_on_tensorflow_without_fma_or_when_disabled(monkeypatch, vnni_encoder, flags):
     if flags is None:
         monkeypatch.setenv(xnnpack.DISABLE_ENV, "1")
     encoder = vnni_encoder(flags or AVX2)
@@ -217,50 +217,122 @@ def test_float32_batches_stay_on_tensorflow_with_avx512_without_fma_or_when_disa
     assert encoder.engine.routes["xnnpack_float32"].interpreter is None
 
 
-def test_one_text_on_an_avx512_cpu_runs_xnnpack_float32_in_the_float32_and_bfloat16_paths(vnni_encoder):
+def test_one_text_and_a_few_on_an_avx512_cpu_run_xnnpack_float32_in_the_float32_and_bfloat16_paths(vnni_encoder):
     encoder = vnni_encoder(AVX512_BF16)
     engine = encoder.engine
-    reference = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS[:2]), verbose=0))
-    assert engine.routes["xnnpack_float32"].sizes == ("one",)
+    reference = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS), verbose=0))
+    assert engine.routes["xnnpack_float32"].sizes == ("one", "few")
     one = encoder.encode(TEXTS[0], normalize=False)  # "auto": the bfloat16 path; every race won (conftest)
-    assert engine.select("auto", "one") == (engine.routes["xnnpack_float32"], "bfloat16")
-    np.testing.assert_allclose(one, reference[0], atol=2e-5)  # float32's vector
-    for compute in ("float32", "bfloat16"):  # named paths: no race
+    few = encoder.encode(TEXTS[:3], normalize=False)
+    for size in ("one", "few"):
+        assert engine.select("auto", size) == (engine.routes["xnnpack_float32"], "bfloat16")
+    assert engine.runner_for("auto", "few").max_tokens == xnnpack.TOKEN_STEPS[-1]  # every step won
+    np.testing.assert_allclose(np.concatenate([one[None], few]), reference[[0, 0, 1, 2]], atol=2e-5)  # float32's
+    for compute in ("float32", "bfloat16"):  # named paths: no race for the size classes
         np.testing.assert_allclose(encoder.encode(TEXTS[1], compute=compute, normalize=False), reference[1], atol=2e-5)
-        assert engine.select(compute, "one")[0].name == "xnnpack_float32"
+        assert [engine.select(compute, size)[0].name for size in ("one", "few")] == ["xnnpack_float32"] * 2
     assert engine.verdicts.get("xnnpack_float32", "float32") is True  # one check serves both paths
     assert engine.verdicts.get("xnnpack_float32", "bfloat16") is None
-    # A few texts and batches stay on oneDNN's graphs, and int8 on XNNPACK's int8.
+    # Batches stay on oneDNN's graphs, and int8 on XNNPACK's int8.
     encoder.encode(TEXTS * 3, batch_size=4)
-    routes = [engine.select(compute, size)[0].name for compute in ("auto", "float32") for size in ("few", "batch")]
-    assert routes == ["fused"] * 4
+    routes = [engine.select(compute, "batch")[0].name for compute in ("auto", "float32")]
+    assert routes == ["fused"] * 2
     assert engine.select("int8", "batch")[0].name == "xnnpack"
 
 
-def test_on_an_avx512_cpu_a_long_text_and_other_sizes_run_the_fused_graph(monkeypatch, vnni_encoder):
+def won_up_to(bound, raced=None):
+    """A stand-in for `VerdictTable.race`: the token races of sizes up to `bound` won, every other race won."""
+
+    def race(name, precision, measure):
+        raced is None or raced.append(name)
+        size = name.rsplit(":", 1)[1]
+        return not size.isdigit() or int(size) <= bound
+
+    return race
+
+
+@pytest.mark.parametrize("bound", [0, 32, 128, 512])
+def test_on_an_avx512_cpu_the_token_races_set_what_the_interpreter_runs(monkeypatch, vnni_encoder, bound):
+    encoder = vnni_encoder(AVX512_BF16)
+    engine, raced = encoder.engine, []
+    monkeypatch.setattr(engine.verdicts, "race", won_up_to(bound, raced))
+    route = engine.routes["xnnpack_float32"]
+    expected = [s for s in xnnpack.TOKEN_STEPS if s <= bound] + [s for s in xnnpack.TOKEN_STEPS if s > bound][:1]
+    assert engine.choice.token_bound(route, "bfloat16") == bound
+    assert raced == [f"xnnpack_float32>fused:{s}" for s in expected]  # smallest first, up to the first lost
+    # Under "auto" it serves where it won the smallest call; a named path takes it anyway, bounded.
+    served = "xnnpack_float32" if bound else "xla"
+    assert [engine.select("auto", size)[0].name for size in ("one", "few")] == [served, served if bound else "fused"]
+    assert engine.runner_for("float32", "few").max_tokens == bound
+
+
+def test_race_queries_fill_a_call_of_the_tokens_raced(vnni_encoder):
+    encoder = vnni_encoder(AVX512_BF16)
+    width = encoder.preprocessor.tokenize(list(route_choice.RACE_TEXTS))[0].bounding_shape()[1]
+    for tokens in xnnpack.TOKEN_STEPS:
+        (texts,) = route_choice.race_queries(encoder, "few", tokens)
+        assert max(1, tokens // int(width)) == len(texts) and set(texts) <= set(route_choice.RACE_TEXTS)
+    assert route_choice.race_queries(encoder, "few") == [list(route_choice.RACE_TEXTS)]
+    assert route_choice.race_queries(encoder, "one") is None  # each text alone
+
+
+def test_on_an_avx512_cpu_a_call_over_the_bound_runs_the_fused_graph(monkeypatch, vnni_encoder):
     encoder = vnni_encoder(AVX512_BF16, sequence_length=64)
     engine = encoder.engine
-    long_text = "the cat " * 20
-    assert 64 > int(encoder.preprocessor.tokenize([long_text])[0].row_lengths()[0]) > xnnpack.MAX_QUERY_TOKENS
-    short = encoder.encode(TEXTS[0], compute="float32", normalize=False)  # builds the XNNPACK runner
-    runner = engine.runner_for("float32", "one")
-    assert isinstance(runner, xnnpack.XnnpackRunner) and engine.verdicts.get("fused", "float32") is True
+    monkeypatch.setattr(engine.verdicts, "race", won_up_to(32))
+    worded = "the cat " * 20  # its words alone show more than 32 tokens (`fewest_tokens`)
+    dashed = "the-cat " * 12  # 12 words: only its padded ids show it
+    lengths = encoder.preprocessor.tokenize([worded, dashed])[0].row_lengths().numpy()
+    assert 64 > lengths.min() and lengths.max() > 32 and xnnpack.fewest_tokens([dashed], 64) <= 32
+    short = encoder.encode(TEXTS[:2], compute="float32", normalize=False)  # at most 32 tokens: the interpreter
+    runner = engine.runner_for("float32", "few")
+    assert isinstance(runner, xnnpack.XnnpackRunner) and runner.max_tokens == 32
+    functions = dict(engine.graphs.strings._functions)
     interpreter_calls = []
     monkeypatch.setattr(xnnpack.Runner, "__call__", lambda *args: interpreter_calls.append(1))
-    texts = [long_text, TEXTS[0], TEXTS[1]]
-    alone = encoder.encode(long_text, compute="float32", normalize=False)
-    several = encoder.encode(texts, compute="float32", normalize=False)  # "few": the fused route's runner
-    assert interpreter_calls == []  # neither ran the interpreter
-    expected = engine.routes["fused"].build("float32").query(texts)[0]
-    np.testing.assert_allclose(np.stack([alone, short]), expected[:2], atol=1e-5)
-    np.testing.assert_allclose(several, expected, atol=1e-5)
+    alone = encoder.encode(dashed, compute="float32", normalize=False)
+    pair = encoder.encode([dashed, TEXTS[0]], compute="float32", normalize=False)
+    assert engine.graphs.strings._functions == functions  # not tokenised again: the fused graph took the ids
+    texts = [worded, TEXTS[0], TEXTS[1]]
+    several = encoder.encode(texts, compute="float32", normalize=False)  # the fused graph's own query
+    assert interpreter_calls == []  # none ran the interpreter
+    expected = engine.routes["fused"].build("float32").query(texts + [dashed])[0]
+    np.testing.assert_allclose(np.concatenate([short, several]), expected[[1, 2, 0, 1, 2]], atol=1e-5)
+    np.testing.assert_allclose(np.concatenate([alone[None], pair]), expected[[3, 3, 1]], atol=1e-5)
+    normalized = encoder.encode([dashed, TEXTS[0]], compute="float32", normalize=True)  # normalised in place
+    np.testing.assert_allclose(normalized, pair / np.linalg.norm(pair, axis=1, keepdims=True), atol=1e-6)
     assert engine.runner_for("float32", "batch").batch() is engine.graphs.fused_function("float32")
+
+
+def test_on_an_avx512_cpu_a_write_behind_keras_reaches_both_engines_of_a_query(monkeypatch, vnni_encoder):
+    encoder = vnni_encoder(AVX512_BF16, sequence_length=64)
+    monkeypatch.setattr(encoder.engine.verdicts, "race", won_up_to(32))
+    dashed, worded = "the-cat " * 12, "the cat " * 20  # over 32 tokens: found by tokenising, by counting words
+    # A float32 query first (it syncs float32's weights alone), then long texts in the bf16 path (handed
+    # to the bf16 fused graph on the padded ids, whose weights the second call finds changed, or
+    # straight to that graph's own query), then a short one.
+    calls = [(TEXTS[0], "float32"), (dashed, "auto"), (worded, "auto"), (TEXTS[0], "auto")]
+
+    def queries():
+        return np.stack([encoder.encode(text, compute=compute, normalize=False) for text, compute in calls])
+
+    queries()
+    table = encoder.backbone.token_embedding.embeddings
+    before = queries()
+    # A write past the variable's methods: only the sampled fingerprint, in a query's graph calls, sees it.
+    tf.raw_ops.AssignVariableOp(resource=table.value.handle, value=table.value * -4.0)
+    texts = [text for text, _ in calls]
+    expected = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(texts), verbose=0))
+    assert min_cosine(before, expected) < 0.99  # the write moved the texts
+    got = queries()
+    np.testing.assert_allclose(got[[0, 3]], expected[[0, 3]], atol=2e-5)  # the interpreter: float32
+    assert min_cosine(got[1:3], expected[1:3]) > 0.999  # the bf16 fused graph
 
 
 @pytest.mark.parametrize("won, route", [(True, "xnnpack_float32"), (False, "fused")])
 def test_auto_batches_take_xnnpack_float32_only_where_it_won_a_race_of_batches(monkeypatch, vnni_encoder, won, route):
     raced = []
-    monkeypatch.setattr(route_choice, "race", lambda runner, rival, batch=None: raced.append(batch) or won)
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, **kw: raced.append(kw.get("batch")) or won)
     encoder = vnni_encoder(AVX2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a lost race is no failure
@@ -290,6 +362,8 @@ def test_one_text_under_auto_takes_xnnpack_float32_only_where_it_beat_xla_and_th
         raced.append((name, precision))
         return name in won
 
+    if flags == AVX512_BF16:  # with AVX-512 the fused graph is raced per call size, from 32 tokens
+        won = {name.replace("xnnpack_float32>fused:one", "xnnpack_float32>fused:32") for name in won}
     encoder = vnni_encoder(flags)
     monkeypatch.setattr(encoder.engine.verdicts, "race", race)
     with warnings.catch_warnings():
