@@ -276,6 +276,20 @@ def test_race_queries_fill_a_call_of_the_tokens_raced(vnni_encoder):
     assert route_choice.race_queries(encoder, "one") is None  # each text alone
 
 
+def test_a_race_of_a_few_texts_sends_them_in_one_call(monkeypatch, vnni_encoder):
+    raced = []
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, **kw: raced.append(kw["queries"]) or True)
+    encoder = vnni_encoder(AVX2)
+    assert encoder.engine.select("auto", "few")[0].name == "xnnpack_float32"
+    assert raced == [[list(route_choice.RACE_TEXTS)]]  # against the fused graph; XLA serves one text only
+
+
+def test_fewest_tokens_counts_words_and_the_start_and_end_tokens_up_to_the_sequence_length():
+    assert xnnpack.fewest_tokens(["a man plays", "a dog"], 64) == 2 * (3 + 2)
+    assert xnnpack.fewest_tokens(["", "word " * 100], 64) == 2 * 64
+    assert xnnpack.fewest_tokens(["a,b,c"], 64) == 3  # one word: the bound is low, never high
+
+
 def test_on_an_avx512_cpu_a_call_over_the_bound_runs_the_fused_graph(monkeypatch, vnni_encoder):
     encoder = vnni_encoder(AVX512_BF16, sequence_length=64)
     engine = encoder.engine
