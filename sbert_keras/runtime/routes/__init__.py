@@ -4,8 +4,9 @@
 - `keras_graph`: the functional Keras model, the reference; never checked.
 - `fused`: the fused graph (float32, bfloat16, float16 matmuls; oneDNN int8).
 - `xla_query`: one short text through the XLA-compiled float32 fused graph.
-- `xnnpack`: int8 (VNNI/AMX CPUs) and float32 (AVX2-only CPUs) through TFLite's XNNPACK,
-  converted from the fused graph.
+- `xnnpack`: int8 (VNNI/AMX CPUs) and float32 (AVX2 CPUs; with AVX-512, a few texts)
+  through TFLite's XNNPACK, converted from the fused graph;
+- `xnnpack_runner`: how the XNNPACK routes answer a query, and hand a large one to the fused graph.
 
 A route declares the compute paths and size classes it serves, what the
 host must offer, its rank, whether a SavedModel can hold it and how it

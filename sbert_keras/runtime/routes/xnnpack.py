@@ -34,7 +34,7 @@ matmuls TensorFlow ships are XNNPACK's, inside its TFLite runtime:
   single queries and a few texts on the Zen 5 EPYC). So the route races the
   fused graph it `builds_on` at each of `TOKEN_STEPS` (`token_steps`), once
   per model and machine, and its runner hands a call of more tokens than it
-  won at to the fused graph (`XnnpackRunner`). It serves one text and a
+  won at to the fused graph (`xnnpack_runner`). It serves one text and a
   few (`sizes`), in float32 and in the bfloat16 path (`computes`: the
   vector is float32's, as the XLA query's is), under `"auto"` only where
   it won its races.
@@ -73,6 +73,7 @@ from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.routes import base
+from sbert_keras.runtime.routes import xnnpack_runner
 from sbert_keras.utils.backends import tensorflow as tf
 
 DISABLE_ENV = "SBERT_KERAS_NO_XNNPACK"
@@ -209,7 +210,7 @@ class XnnpackRoute(base.Route):
     def __init__(self, graphs, host):
         super().__init__(graphs, host)
         self.interpreter = None  # the `Runner` of the current float32 weights
-        self._hand_offs = {}  # (fused graph, its weights) -> `checked_forward`
+        self._hand_offs = {}  # (fused graph, its weights) -> `xnnpack_runner.checked_forward`
 
     @property
     def precision(self):
@@ -253,10 +254,10 @@ class XnnpackRoute(base.Route):
         return self.interpreter
 
     def build(self, precision, max_tokens=None):
-        return XnnpackRunner(self, precision, max_tokens)
+        return xnnpack_runner.XnnpackRunner(self, precision, max_tokens)
 
     def handed_off(self, precision):
-        """The `checked_forward` of the fused graph in `precision` over its current weights, made once per trace.
+        """The `xnnpack_runner.checked_forward` of the fused graph in `precision` over its current weights.
 
         What a query over its runner's `max_tokens` runs: float32's weights
         were checked by the query's first call, others are checked here.
@@ -265,7 +266,7 @@ class XnnpackRoute(base.Route):
         fused = self.graphs.fused_function(precision, weights)
         if (fused, weights) not in self._hand_offs:
             checked = None if precision == "float32" else weights
-            self._hand_offs[fused, weights] = checked_forward(fused, checked)
+            self._hand_offs[fused, weights] = xnnpack_runner.checked_forward(fused, checked)
         return self._hand_offs[fused, weights]
 
 
@@ -321,86 +322,3 @@ class XnnpackFloat32Route(XnnpackRoute):
     def token_steps(self):
         """With AVX-512, `TOKEN_STEPS`: the call sizes at which it races the fused graph."""
         return () if self.host.avx2_only else TOKEN_STEPS
-
-
-def padded_ids(token_ids, padding_mask):
-    """What an XNNPACK query's strings function returns: the padded ids and mask, stacked (one tensor)."""
-    return tf.stack([token_ids, padding_mask])
-
-
-def checked_forward(fused, weights=None):
-    """A concrete function: padded ids -> `(fused(ids) as float32, whether `weights` changed)`, one graph call.
-
-    Args:
-        fused: a traced fused graph.
-        weights: the `FusedWeights` it reads, checked for writes behind Keras' back in the same call
-            (`FusedWeights.changed`), or None when the query's first call checked them already.
-    """
-    spec = tf.TensorSpec([None, None], tf.int32)
-
-    @tf.function(input_signature=[spec, spec], autograph=False)
-    def forward(token_ids, padding_mask):
-        changed = tf.constant(False) if weights is None else weights.changed()
-        return tf.cast(fused(token_ids, padding_mask), tf.float32), changed
-
-    return forward.get_concrete_function()
-
-
-def fewest_tokens(texts, sequence_length):
-    """A lower bound of the padded tokens of `texts`, without tokenising them.
-
-    Each whitespace-separated word gives at least one token (WordPiece,
-    byte-level BPE and SentencePiece alike), and the preprocessor adds a
-    start and an end token. A word its normaliser drops entirely (control
-    characters alone) makes the bound too high, which only sends a call to
-    the fused graph that the interpreter could have taken.
-    """
-    return len(texts) * min(2 + max(len(text.split()) for text in texts), sequence_length)
-
-
-class XnnpackRunner(base.Runner):
-    """Queries in two calls (one graph tokenises, pads and checks the weights; one interpreter call); batches.
-
-    Where the route `builds_on` the fused graph (a CPU with AVX-512), its
-    batches run that graph in `precision`, and so does a query of more than
-    `max_tokens` padded tokens: in one call of its own where the words
-    alone show it (`fewest_tokens`), else on the ids the first call padded
-    (`XnnpackRoute.handed_off`, which checks that graph's weights too).
-
-    Args:
-        route: the `XnnpackRoute` it runs.
-        precision: the compute path it serves.
-        max_tokens: int or None. Where the route builds on the fused graph,
-            the most padded tokens (texts times padded length) of a query it
-            runs itself (`RouteChoice.token_bound`); None: every query.
-    """
-
-    def __init__(self, route, precision, max_tokens=None):
-        self.route, self.precision, self.max_tokens = route, precision, max_tokens
-        self.fused = None if max_tokens is None else base.fused_runner(route.graphs, precision)
-        self._read = ()
-
-    def query(self, texts):
-        graphs = self.route.graphs
-        weights = graphs.current_weights("float32")  # made by the check
-        if self.fused is None:
-            self._read = (weights,)
-        else:  # `refresh` syncs both, whichever call found them changed
-            self._read = (weights, graphs.current_weights(self.precision))
-            if fewest_tokens(texts, self.route.encoder.preprocessor.sequence_length) > self.max_tokens:
-                return self.fused.query(texts)
-        padded, num_truncated, changed = graphs.strings.get(padded_ids, (weights,))(tf.constant(texts))
-        if bool(changed):
-            return None, int(num_truncated), True
-        token_ids, mask = padded.numpy()
-        if self.fused is None or token_ids.size <= self.max_tokens:
-            return self.route.runner(weights)(token_ids, mask), int(num_truncated), False
-        pooled, changed = self.route.handed_off(self.precision)(tf.constant(token_ids), tf.constant(mask))
-        return pooled.numpy(), int(num_truncated), bool(changed)
-
-    def batch(self):
-        return self.route.graphs.fused_function(self.precision) if self.route.builds_on else self.route.runner()
-
-    def refresh(self):
-        for weights in dict.fromkeys(self._read):
-            weights.sync(force=True)

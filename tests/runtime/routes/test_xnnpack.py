@@ -19,6 +19,7 @@ from conftest import tiny_encoder
 from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import route_choice
 from sbert_keras.runtime.routes import xnnpack
+from sbert_keras.runtime.routes import xnnpack_runner
 from sbert_keras.utils.backends import tensorflow as tf
 
 TEXTS = ["a man is playing a guitar", "a cat", "a woman eats food in the kitchen", "red car fast", "the dog runs"]
@@ -284,12 +285,6 @@ def test_a_race_of_a_few_texts_sends_them_in_one_call(monkeypatch, vnni_encoder)
     assert raced == [[list(route_choice.RACE_TEXTS)]]  # against the fused graph; XLA serves one text only
 
 
-def test_fewest_tokens_counts_words_and_the_start_and_end_tokens_up_to_the_sequence_length():
-    assert xnnpack.fewest_tokens(["a man plays", "a dog"], 64) == 2 * (3 + 2)
-    assert xnnpack.fewest_tokens(["", "word " * 100], 64) == 2 * 64
-    assert xnnpack.fewest_tokens(["a,b,c"], 64) == 3  # one word: the bound is low, never high
-
-
 def test_on_an_avx512_cpu_a_call_over_the_bound_runs_the_fused_graph(monkeypatch, vnni_encoder):
     encoder = vnni_encoder(AVX512_BF16, sequence_length=64)
     engine = encoder.engine
@@ -297,10 +292,10 @@ def test_on_an_avx512_cpu_a_call_over_the_bound_runs_the_fused_graph(monkeypatch
     worded = "the cat " * 20  # its words alone show more than 32 tokens (`fewest_tokens`)
     dashed = "the-cat " * 12  # 12 words: only its padded ids show it
     lengths = encoder.preprocessor.tokenize([worded, dashed])[0].row_lengths().numpy()
-    assert 64 > lengths.min() and lengths.max() > 32 and xnnpack.fewest_tokens([dashed], 64) <= 32
+    assert 64 > lengths.min() and lengths.max() > 32 and xnnpack_runner.fewest_tokens([dashed], 64) <= 32
     short = encoder.encode(TEXTS[:2], compute="float32", normalize=False)  # at most 32 tokens: the interpreter
     runner = engine.runner_for("float32", "few")
-    assert isinstance(runner, xnnpack.XnnpackRunner) and runner.max_tokens == 32
+    assert isinstance(runner, xnnpack_runner.XnnpackRunner) and runner.max_tokens == 32
     functions = dict(engine.graphs.strings._functions)
     interpreter_calls = []
     monkeypatch.setattr(xnnpack.Runner, "__call__", lambda *args: interpreter_calls.append(1))
