@@ -78,17 +78,13 @@ class XnnpackRunner(base.Runner):
     def __init__(self, route, precision, max_tokens=None):
         self.route, self.precision, self.max_tokens = route, precision, max_tokens
         self.fused = None if max_tokens is None else base.fused_runner(route.graphs, precision)
-        self._read = ()
 
     def query(self, texts):
         graphs = self.route.graphs
-        weights = graphs.current_weights("float32")  # made by the check
-        if self.fused is None:
-            self._read = (weights,)
-        else:  # `refresh` syncs both, whichever call found them changed
-            self._read = (weights, graphs.current_weights(self.precision))
-            if fewest_tokens(texts, self.route.encoder.preprocessor.sequence_length) > self.max_tokens:
-                return self.fused.query(texts)
+        length = self.route.encoder.preprocessor.sequence_length
+        if self.fused is not None and fewest_tokens(texts, length) > self.max_tokens:
+            return self.fused.query(texts)  # one graph call: the fused graph's own query
+        weights = graphs.current_weights("float32")  # made by the check; the fused graph's only if handed off
         padded, num_truncated, changed = graphs.strings.get(padded_ids, (weights,))(tf.constant(texts))
         if bool(changed):
             return None, int(num_truncated), True
@@ -102,5 +98,7 @@ class XnnpackRunner(base.Runner):
         return self.route.graphs.fused_function(self.precision) if self.route.builds_on else self.route.runner()
 
     def refresh(self):
-        for weights in dict.fromkeys(self._read):
-            weights.sync(force=True)
+        """Syncs float32's weights, and the fused graph's where a query may hand off (either call finds them stale)."""
+        paths = ["float32"] + ([self.precision] if self.fused is not None else [])
+        for path in dict.fromkeys(paths):
+            self.route.graphs.fused_weights(path, force=True)

@@ -313,6 +313,24 @@ def test_on_an_avx512_cpu_a_call_over_the_bound_runs_the_fused_graph(monkeypatch
     assert engine.runner_for("float32", "batch").batch() is engine.graphs.fused_function("float32")
 
 
+def test_on_an_avx512_cpu_a_short_query_after_a_write_leaves_the_bf16_copy_to_the_calls_that_run_it(
+    monkeypatch, vnni_encoder
+):
+    encoder = vnni_encoder(AVX512_BF16, sequence_length=64)
+    monkeypatch.setattr(encoder.engine.verdicts, "race", won_up_to(32))
+    dashed = "the-cat " * 12  # over 32 tokens: handed to the bf16 fused graph
+    encoder.encode(TEXTS[0]), encoder.encode(dashed)
+    bf16 = encoder.engine.graphs._weights["bfloat16"]  # read without syncing
+    version = bf16.version
+    table = encoder.backbone.token_embedding.embeddings
+    table.assign(table.value * 2.0)
+    encoder.encode(TEXTS[0])  # the interpreter: float32's weights alone are synced
+    assert bf16.version == version
+    expected = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array([dashed]), verbose=0))
+    assert min_cosine(encoder.encode([dashed], normalize=False), expected) > 0.999  # re-cast when it runs
+    assert bf16.version > version
+
+
 def test_on_an_avx512_cpu_a_write_behind_keras_reaches_both_engines_of_a_query(monkeypatch, vnni_encoder):
     encoder = vnni_encoder(AVX512_BF16, sequence_length=64)
     monkeypatch.setattr(encoder.engine.verdicts, "race", won_up_to(32))
