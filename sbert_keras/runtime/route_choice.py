@@ -14,8 +14,8 @@ that fails warns once and the next one serves. Under `"auto"`, a route that
 timed race on this machine (`race`, kept with the verdicts): `"auto"` picks
 no path slower than another that passes its check. A route that hands
 large calls to the route it builds on races it at each of its
-`token_steps` instead (`token_bound`), and its runner gets the bound
-(`build`).
+`token_steps` instead, and then between the sizes where it won and lost
+(`token_bound`); its runner gets the bound (`build`).
 
 Example:
 ```python
@@ -46,6 +46,9 @@ from sbert_keras.utils.defaults import COMPUTES
 # interleaved rounds after a warm-up round.
 RACE_TEXTS = int8_quantization.CALIBRATION_SENTENCES[:4]
 RACE_ROUNDS, RACE_BATCH_ROWS = 5, 32
+# Races that halve the gap between the last of `token_steps` a route won and the first it lost
+# (`RouteChoice.token_bound`), each at its middle: one puts the bound within half that gap of the crossing.
+TOKEN_BISECTIONS = 1
 
 
 def resolve_compute(compute, host=None):
@@ -218,22 +221,40 @@ class RouteChoice:
 
         Each of its `token_steps`, smallest first, is a race (`race`, timed
         once, kept with the verdicts): one query of that many tokens through
-        the route against the route it `builds_on`. The bound is the
-        largest size it won before the first it lost (0: it lost the first).
+        the route against the route it `builds_on`, until it loses one. Then
+        `TOKEN_BISECTIONS` races, each at the middle of the gap between the
+        largest size it won (0 at first) and the smallest it lost, halve that
+        gap. The largest size it won is raced once more, after the others:
+        a burst of load during one race cannot set the bound alone. If it
+        loses, so in turn is the next smaller size it won. The bound is the
+        first size that won both races (0: none).
         """
         if not route.token_steps:
             return None
-        rival, bound = self.routes[route.builds_on], 0
-        for tokens in route.token_steps:
+        rival, won_sizes, lost = self.routes[route.builds_on], [0], None
 
-            def timed(tokens=tokens):
+        def won(tokens, again=False):
+            def timed():
                 queries = race_queries(self.encoder, "few", tokens)
                 return race(route.build(compute), rival.build(compute), queries=queries)  # no hand-off
 
-            if not self.verdicts.race(f"{route.name}>{rival.name}:{tokens}", compute, timed):
+            name = f"{route.name}>{rival.name}:{tokens}" + (":again" if again else "")
+            return self.verdicts.race(name, compute, timed)
+
+        for tokens in route.token_steps:
+            if not won(tokens):
+                lost = tokens
                 break
-            bound = tokens
-        return bound
+            won_sizes.append(tokens)
+        for _ in range(TOKEN_BISECTIONS if lost else 0):
+            middle = (won_sizes[-1] + lost) // 2
+            if middle in (won_sizes[-1], lost):
+                break
+            if won(middle):
+                won_sizes.append(middle)
+            else:
+                lost = middle
+        return next(size for size in reversed(won_sizes) if not size or won(size, again=True))
 
     def build(self, route, compute):
         """`route`'s `Runner` in `compute`; with `token_steps`, bounded by its `token_bound`."""
