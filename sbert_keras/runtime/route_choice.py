@@ -224,37 +224,30 @@ class RouteChoice:
         the route against the route it `builds_on`, until it loses one. Then
         `TOKEN_BISECTIONS` races, each at the middle of the gap between the
         largest size it won (0 at first) and the smallest it lost, halve that
-        gap. The largest size it won is raced once more, after the others:
-        a burst of load during one race cannot set the bound alone. If it
-        loses, so in turn is the next smaller size it won. The bound is the
-        first size that won both races (0: none).
+        gap. The bound is the largest size it won (0: none).
         """
         if not route.token_steps:
             return None
-        rival, won_sizes, lost = self.routes[route.builds_on], [0], None
+        rival, bound, lost = self.routes[route.builds_on], 0, None
 
-        def won(tokens, again=False):
+        def won(tokens):
             def timed():
                 queries = race_queries(self.encoder, "few", tokens)
                 return race(route.build(compute), rival.build(compute), queries=queries)  # no hand-off
 
-            name = f"{route.name}>{rival.name}:{tokens}" + (":again" if again else "")
-            return self.verdicts.race(name, compute, timed)
+            return self.verdicts.race(f"{route.name}>{rival.name}:{tokens}", compute, timed)
 
         for tokens in route.token_steps:
             if not won(tokens):
                 lost = tokens
                 break
-            won_sizes.append(tokens)
+            bound = tokens
         for _ in range(TOKEN_BISECTIONS if lost else 0):
-            middle = (won_sizes[-1] + lost) // 2
-            if middle in (won_sizes[-1], lost):
+            middle = (bound + lost) // 2
+            if middle in (bound, lost):
                 break
-            if won(middle):
-                won_sizes.append(middle)
-            else:
-                lost = middle
-        return next(size for size in reversed(won_sizes) if not size or won(size, again=True))
+            bound, lost = (middle, lost) if won(middle) else (bound, middle)
+        return bound
 
     def build(self, route, compute):
         """`route`'s `Runner` in `compute`; with `token_steps`, bounded by its `token_bound`."""

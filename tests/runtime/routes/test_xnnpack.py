@@ -242,7 +242,7 @@ def test_one_text_and_a_few_on_an_avx512_cpu_run_xnnpack_float32_in_the_float32_
 
 
 def won_up_to(bound, raced=None):
-    """A stand-in for `VerdictTable.race`: the token races of sizes up to `bound` won (again too), every other won."""
+    """A stand-in for `VerdictTable.race`: the token races of sizes up to `bound` won, every other race won."""
 
     def race(name, precision, measure):
         raced is None or raced.append(name)
@@ -262,7 +262,6 @@ def test_on_an_avx512_cpu_the_token_races_set_what_the_interpreter_runs(monkeypa
     # Then two races halve the gap between the last won and the first lost (all lost here: the lower half).
     lost = expected[-1] if bound < xnnpack.TOKEN_STEPS[-1] else None
     expected += [] if lost is None else [(bound + lost) // 2]  # `TOKEN_BISECTIONS` (1) races at the middle
-    expected += [f"{bound}:again"] if bound else []  # the bound raced once more
     assert engine.choice.token_bound(route, "bfloat16") == bound
     assert raced == [f"xnnpack_float32>fused:{s}" for s in expected]  # smallest first, up to the first lost
     # Under "auto" it serves where it won the smallest call; a named path takes it anyway, bounded.
@@ -284,23 +283,8 @@ def test_the_token_bound_is_bisected_between_the_last_step_won_and_the_first_los
     monkeypatch.setattr(encoder.engine.verdicts, "race", won_up_to(crossing, names))
     assert encoder.engine.choice.token_bound(encoder.engine.routes["xnnpack_float32"], "bfloat16") == bound
     steps = [s for s in xnnpack.TOKEN_STEPS if s <= crossing] + [s for s in xnnpack.TOKEN_STEPS if s > crossing][:1]
-    assert names == [f"xnnpack_float32>fused:{s}" for s in steps + raced + [f"{bound}:again"]]
+    assert names == [f"xnnpack_float32>fused:{s}" for s in steps + raced]
     assert encoder.engine.runner_for("float32", "few").max_tokens == bound
-
-
-def test_a_token_bound_that_loses_its_second_race_steps_down_to_a_size_that_wins_twice(monkeypatch, vnni_encoder):
-    encoder = vnni_encoder(AVX512_BF16)
-    names = []
-
-    def race(name, precision, measure):  # a burst of load let 64 and 128 win once: their second races lose
-        names.append(name)
-        size = int(name.split(":")[1])
-        return size <= 32 or (size <= 128 and not name.endswith(":again"))
-
-    monkeypatch.setattr(encoder.engine.verdicts, "race", race)
-    assert encoder.engine.choice.token_bound(encoder.engine.routes["xnnpack_float32"], "bfloat16") == 32
-    tail = ["192", "128:again", "64:again", "32:again"]
-    assert names == [f"xnnpack_float32>fused:{s}" for s in ["32", "64", "128", "256"] + tail]
 
 
 def test_race_queries_fill_a_call_of_the_tokens_raced(vnni_encoder):
@@ -425,9 +409,8 @@ def test_one_text_under_auto_takes_xnnpack_float32_only_where_it_beat_xla_and_th
         raced.append((name, precision))
         return name in won
 
-    if flags == AVX512_BF16:  # with AVX-512 the fused graph is raced per call size, from 32 tokens, 32 twice
-        sized = {name.replace("xnnpack_float32>fused:one", "xnnpack_float32>fused:32") for name in won}
-        won = sized | {name + ":again" for name in sized if name.endswith(":32")}
+    if flags == AVX512_BF16:  # with AVX-512 the fused graph is raced per call size, from 32 tokens
+        won = {name.replace("xnnpack_float32>fused:one", "xnnpack_float32>fused:32") for name in won}
     encoder = vnni_encoder(flags)
     monkeypatch.setattr(encoder.engine.verdicts, "race", race)
     with warnings.catch_warnings():
