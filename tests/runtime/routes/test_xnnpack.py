@@ -246,7 +246,7 @@ def won_up_to(bound, raced=None):
 
     def race(name, precision, measure):
         raced is None or raced.append(name)
-        size = name.split(":")[1]
+        size = name.rsplit(":", 1)[1]
         return not size.isdigit() or int(size) <= bound
 
     return race
@@ -259,9 +259,9 @@ def test_on_an_avx512_cpu_the_token_races_set_what_the_interpreter_runs(monkeypa
     monkeypatch.setattr(engine.verdicts, "race", won_up_to(bound, raced))
     route = engine.routes["xnnpack_float32"]
     expected = [s for s in xnnpack.TOKEN_STEPS if s <= bound] + [s for s in xnnpack.TOKEN_STEPS if s > bound][:1]
-    # Then two races halve the gap between the last won and the first lost (all lost here: the lower half).
+    # Then `TOKEN_BISECTIONS` (1) race at the middle of the gap between the last won and the first lost (lost here).
     lost = expected[-1] if bound < xnnpack.TOKEN_STEPS[-1] else None
-    expected += [] if lost is None else [(bound + lost) // 2]  # `TOKEN_BISECTIONS` (1) races at the middle
+    expected += [] if lost is None else [(bound + lost) // 2]
     assert engine.choice.token_bound(route, "bfloat16") == bound
     assert raced == [f"xnnpack_float32>fused:{s}" for s in expected]  # smallest first, up to the first lost
     # Under "auto" it serves where it won the smallest call; a named path takes it anyway, bounded.
