@@ -196,7 +196,7 @@ class RouteChoice:
         that serve the same and pass their checks: then whether it won the
         race against each (`race`, timed once, kept with the verdicts). The
         route it builds on, where it has `token_steps`, is raced per call
-        size instead: it serves if it won the smallest (`token_bound`).
+        size instead: it serves if its bound is above 0 (`token_bound`).
         """
         if requested not in (None, "auto"):
             return True
