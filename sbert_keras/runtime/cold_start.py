@@ -175,6 +175,14 @@ class VerdictCache:
             )
         return verdict
 
+    def written_at(self):
+        """When the stored verdicts were last written (seconds since the epoch), or None."""
+        path = self.path()
+        try:
+            return None if path is None else os.path.getmtime(path)
+        except OSError:
+            return None
+
     def put(self, name, precision, verdict):
         """Stores a verdict (written to a temporary file, then renamed)."""
         path = self.path()

@@ -15,7 +15,15 @@ timed race on this machine (`race`, kept with the verdicts): `"auto"` picks
 no path slower than another that passes its check. A route that hands
 large calls to the route it builds on races it at each of its
 `token_steps` instead, and then between the sizes where it won and lost
-(`token_bound`); its runner gets the bound (`build`).
+(`token_bound`); its runner gets the bound (`build`), asked at each query.
+Each size it won is raced once more, at a query at least
+`self_check.RACE_AGAIN_AFTER` seconds later (in this process or a later
+one) where the rival's query graph is built already (`Route.warm`: the
+race builds nothing), and stays won only if won again (`VerdictTable.race`
+with `again`): a machine can run slower for tens of seconds and slow the
+rival's graph more than the route, so one race could set the bound too high
+for good. Until then the bound is worked out again at each query
+(microseconds); once every race it rests on is settled, it is kept.
 
 Example:
 ```python
@@ -145,6 +153,7 @@ class RouteChoice:
         self.routes = {route.name: route(graphs, host) for route in base.registered()}
         self._choices = {}  # (requested compute, size, exportable only) -> (route, compute)
         self._warned = set()  # compute paths run as another (`runnable_compute`), warned about once
+        self._bounds = {}  # (route name, compute) -> its settled `token_bound`
 
     def computes(self, compute):
         """The resolved compute paths tried for `compute`, in order.
@@ -225,34 +234,40 @@ class RouteChoice:
         `TOKEN_BISECTIONS` races, each at the middle of the gap between the
         largest size it won (0 at first) and the smallest it lost, halve that
         gap. The bound is the largest size it won (0: none).
+
+        Each size won is raced once more a while later, where that builds
+        nothing, and stays won only if won again (module docstring); until
+        then the bound is worked out again at each query, then kept.
         """
         if not route.token_steps:
             return None
-        rival, bound, lost = self.routes[route.builds_on], 0, None
+        if (route.name, compute) in self._bounds:
+            return self._bounds[route.name, compute]
+        rival, names = self.routes[route.builds_on], []
 
         def won(tokens):
             def timed():
                 queries = race_queries(self.encoder, "few", tokens)
                 return race(route.build(compute), rival.build(compute), queries=queries)  # no hand-off
 
-            return self.verdicts.race(f"{route.name}>{rival.name}:{tokens}", compute, timed)
+            names.append(f"{route.name}>{rival.name}:{tokens}")
+            return self.verdicts.race(names[-1], compute, timed, again=lambda: rival.warm(compute))
 
-        for tokens in route.token_steps:
-            if not won(tokens):
-                lost = tokens
-                break
-            bound = tokens
+        lost = next((tokens for tokens in route.token_steps if not won(tokens)), None)  # races until one is lost
+        bound = max((tokens for tokens in route.token_steps if lost is None or tokens < lost), default=0)
         for _ in range(TOKEN_BISECTIONS if lost else 0):
             middle = (bound + lost) // 2
             if middle in (bound, lost):
                 break
             bound, lost = (middle, lost) if won(middle) else (bound, middle)
+        if all(self.verdicts.settled(name, compute) for name in names):
+            self._bounds[route.name, compute] = bound
         return bound
 
     def build(self, route, compute):
-        """`route`'s `Runner` in `compute`; with `token_steps`, bounded by its `token_bound`."""
-        bound = self.token_bound(route, compute)
-        return route.build(compute) if bound is None else route.build(compute, bound)
+        """`route`'s `Runner` in `compute`; with `token_steps`, bounded by its `token_bound` (asked at each query)."""
+        bounded = route.token_steps and (lambda: self.token_bound(route, compute))
+        return route.build(compute, bounded) if bounded else route.build(compute)
 
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.

@@ -59,6 +59,10 @@ class StringsFunctions:
             self._functions[key] = strings_function(self.preprocessor, run, changed).get_concrete_function()
         return self._functions[key]
 
+    def built(self, run):
+        """Whether a concrete function of `run` is kept (its query graph was built in this process)."""
+        return any(key[0] is run for key in self._functions)
+
     def drop(self, run):
         """Forgets the functions of `run` (a forward pass traced for weights that are gone)."""
         self._functions = {k: f for k, f in self._functions.items() if k[0] is not run}

@@ -1,11 +1,13 @@
-"""The self-check's probes and the check of Keras' own `quantize` (`sbert_keras.runtime.self_check`)."""
+"""The self-check's probes, the check of Keras' own `quantize`, the races' table (`sbert_keras.runtime.self_check`)."""
 
+import json
 import warnings
 
 import numpy as np
 import pytest
 
 from conftest import tiny_encoder
+from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import fused_support
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.kernels import int8_quantization
@@ -55,3 +57,48 @@ def test_keras_quantize_is_checked_and_warns_about_no_layer_it_skips():
     assert isinstance(encoder.quantization_passed, bool) and bool(moved) != encoder.quantization_passed
     parts = fused_support.block_sublayers(encoder.backbone.transformer_layers[0])
     assert parts.intermediate.quantization_mode == "int8"
+
+
+def timed(measured, won):
+    """A race's `measure`: records that it ran, returns `won`."""
+    return lambda: measured.append(won) or won
+
+
+def test_a_won_race_is_timed_again_a_while_later_where_that_is_cheap_and_stands_only_if_won_twice(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    encoder, measured, name = tiny_encoder(seed=6), [], "a>b:32"
+    table = self_check.VerdictTable(encoder)
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
+    assert table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # too soon to time again
+    assert measured == [True] and not table.settled(name, "bfloat16")
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)
+    assert table.race(name, "bfloat16", timed(measured, False), again=lambda: False)  # not cheap now: it stands
+    assert measured == [True] and not table.settled(name, "bfloat16")
+    assert not table.race(name, "bfloat16", timed(measured, False), again=lambda: True)  # lost the second time
+    assert measured == [True, False] and table.settled(name, "bfloat16")
+    assert not table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # settled: no third race
+    assert not table.race("a>b:64", "bfloat16", timed(measured, False), again=lambda: True)  # a loss stands
+    assert measured == [True, False, False] and table.settled("a>b:64", "bfloat16")
+    (stored,) = (tmp_path / "verdicts").iterdir()
+    assert json.loads(stored.read_text())[f"{self_check.AGAIN}{name}/bfloat16"] is False
+
+    later = self_check.VerdictTable(encoder)  # a later process: both races from disk, nothing timed
+    assert not later.race(name, "bfloat16", timed(measured, True), again=lambda: True)
+    assert later.race(name, "bfloat16", timed(measured, True)) is False and later.settled(name, "bfloat16")
+    assert measured == [True, False, False]
+
+
+def test_a_win_stored_by_an_earlier_process_is_timed_again_in_a_later_one(monkeypatch, tmp_path):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    encoder, measured = tiny_encoder(seed=7), []
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
+    assert self_check.VerdictTable(encoder).race("a>b:128", "float32", timed(measured, True), again=lambda: True)
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)  # the file is older than that
+    later = self_check.VerdictTable(encoder)
+    assert later.race("a>b:128", "float32", timed(measured, True), again=lambda: True)
+    assert measured == [True, True] and later.settled("a>b:128", "float32")
+    third = self_check.VerdictTable(encoder)  # reads both wins: settled, nothing timed
+    assert third.race("a>b:128", "float32", timed(measured, False), again=lambda: True) and measured == [True, True]
+    assert third.settled("a>b:128", "float32")

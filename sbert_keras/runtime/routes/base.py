@@ -41,7 +41,8 @@ What a route declares (class attributes and cheap methods; no graph runs):
 
 `build(precision)` gives its `Runner`: one call for a few texts (`query`)
 and one for batches (`batch`); a route with `token_steps` takes
-`build(precision, max_tokens)`, the bound its races set. When a query
+`build(precision, max_tokens)`, the bound its races set (a callable:
+a race timed again later may lower it). When a query
 finds the weights changed behind Keras' back it says so, and the engine
 calls `refresh` and asks once more.
 
@@ -202,6 +203,10 @@ class Route:
     def check(self, precision):
         """Whether it computes what the float32 Keras graph does (warns when not)."""
         return True
+
+    def warm(self, precision):
+        """Whether a race against its query in `precision` would build nothing (that graph was built here)."""
+        return False
 
     def build(self, precision):
         """Its `Runner` in `precision` (with `token_steps`: `build(precision, max_tokens)`, module docstring)."""

@@ -48,6 +48,10 @@ class FusedRoute(base.Route):
         run = graphs.fused_function(precision)
         return self_check.probe_check(self.encoder, reference, run, precision, fallback=fallback)
 
+    def warm(self, precision):
+        run = self.graphs.functions.get(("fused", precision))  # its query: that graph in a strings graph
+        return run is not None and self.graphs.strings.built(run)
+
     def build(self, precision):
         return base.fused_runner(self.graphs, precision)
 

@@ -14,7 +14,7 @@ query does) made every single query pay for the branch it did not take
 
 Example:
 ```python
-runner = XnnpackRunner(route, "bfloat16", max_tokens=256)  # what `RouteChoice.build` makes
+runner = XnnpackRunner(route, "bfloat16", max_tokens=256)  # `RouteChoice.build` gives its `token_bound`
 pooled, num_truncated, changed = runner.query(["a text", "another"])
 ```
 """
@@ -70,26 +70,34 @@ class XnnpackRunner(base.Runner):
     Args:
         route: the `XnnpackRoute` it runs.
         precision: the compute path it serves.
-        max_tokens: int or None. Where the route builds on the fused graph,
-            the most padded tokens (texts times padded length) of a query it
-            runs itself (`RouteChoice.token_bound`); None: every query.
+        max_tokens: int, a callable returning one, or None. Where the route
+            builds on the fused graph, the most padded tokens (texts times
+            padded length) of a query it runs itself; a callable is asked at
+            each query (`RouteChoice.token_bound`, which a later race may
+            lower); None: every query.
     """
 
     def __init__(self, route, precision, max_tokens=None):
-        self.route, self.precision, self.max_tokens = route, precision, max_tokens
+        self.route, self.precision, self.bound = route, precision, max_tokens
         self.fused = None if max_tokens is None else base.fused_runner(route.graphs, precision)
+
+    @property
+    def max_tokens(self):
+        """The most padded tokens of a query it runs itself (None: every query)."""
+        return self.bound() if callable(self.bound) else self.bound
 
     def query(self, texts):
         graphs = self.route.graphs
         length = self.route.encoder.preprocessor.sequence_length
-        if self.fused is not None and fewest_tokens(texts, length) > self.max_tokens:
+        max_tokens = self.max_tokens
+        if self.fused is not None and fewest_tokens(texts, length) > max_tokens:
             return self.fused.query(texts)  # one graph call: the fused graph's own query
         weights = graphs.current_weights("float32")  # made by the check; the fused graph's only if handed off
         padded, num_truncated, changed = graphs.strings.get(padded_ids, (weights,))(tf.constant(texts))
         if bool(changed):
             return None, int(num_truncated), True
         token_ids, mask = padded.numpy()
-        if self.fused is None or token_ids.size <= self.max_tokens:
+        if self.fused is None or token_ids.size <= max_tokens:
             return self.route.runner(weights)(token_ids, mask), int(num_truncated), False
         pooled, changed = self.route.handed_off(self.precision)(tf.constant(token_ids), tf.constant(mask))
         return pooled.numpy(), int(num_truncated), bool(changed)

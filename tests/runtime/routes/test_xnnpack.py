@@ -18,6 +18,7 @@ import pytest
 from conftest import tiny_encoder
 from sbert_keras.runtime import cold_start
 from sbert_keras.runtime import route_choice
+from sbert_keras.runtime import self_check
 from sbert_keras.runtime.routes import xnnpack
 from sbert_keras.runtime.routes import xnnpack_runner
 from sbert_keras.utils.backends import tensorflow as tf
@@ -244,7 +245,7 @@ def test_one_text_and_a_few_on_an_avx512_cpu_run_xnnpack_float32_in_the_float32_
 def won_up_to(bound, raced=None):
     """A stand-in for `VerdictTable.race`: the token races of sizes up to `bound` won, every other race won."""
 
-    def race(name, precision, measure):
+    def race(name, precision, measure, again=None):
         raced is None or raced.append(name)
         size = name.rsplit(":", 1)[1]
         return not size.isdigit() or int(size) <= bound
@@ -285,6 +286,35 @@ def test_the_token_bound_is_bisected_between_the_last_step_won_and_the_first_los
     steps = [s for s in xnnpack.TOKEN_STEPS if s <= crossing] + [s for s in xnnpack.TOKEN_STEPS if s > crossing][:1]
     assert names == [f"xnnpack_float32>fused:{s}" for s in steps + raced]
     assert encoder.engine.runner_for("float32", "few").max_tokens == bound
+
+
+def test_a_token_race_won_is_timed_again_later_and_the_runner_follows_the_lower_bound(
+    monkeypatch, tmp_path, vnni_encoder
+):
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    results = iter([True, True, False, False, True, False, False])  # 32, 64 won; 128, 96 lost; then again below
+    raced = []
+
+    def race(runner, rival, queries=None, batch=None):
+        raced.append(sum(len(texts) for texts in queries))
+        return next(results)
+
+    monkeypatch.setattr(route_choice, "race", race)
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
+    encoder = vnni_encoder(AVX512_BF16, seed=8)
+    runner = encoder.engine.runner_for("float32", "few")
+    assert runner.max_tokens == 64 and len(raced) == 4  # 32, 64, 128 and the middle, 96
+    fused = encoder.engine.routes["fused"]
+    assert not fused.warm("float32")  # its query graph was not built: a race would build it
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)
+    assert runner.max_tokens == 64 and len(raced) == 4  # not timed again while that would build a graph
+    fused.build("float32").query(["a few words"])
+    assert fused.warm("float32")
+    assert runner.max_tokens == 32  # 32 won again, 64 lost, then the new middle, 48, lost
+    assert len(raced) == 7 and runner.max_tokens == 32 and len(raced) == 7  # settled: asked once
+
+    later = vnni_encoder(AVX512_BF16, seed=8)  # a later process: the bound from disk, settled
+    assert later.engine.runner_for("float32", "few").max_tokens == 32 and len(raced) == 7
 
 
 def test_race_queries_fill_a_call_of_the_tokens_raced(vnni_encoder):
@@ -405,7 +435,7 @@ def test_one_text_under_auto_takes_xnnpack_float32_only_where_it_beat_xla_and_th
 ):
     raced = []
 
-    def race(name, precision, measure):  # the engine's memo of races: decided here by the race's name
+    def race(name, precision, measure, again=None):  # the engine's memo of races: decided here by its name
         raced.append((name, precision))
         return name in won
 
