@@ -20,11 +20,14 @@ for one model, three processes on one fresh cache folder:
 3. `later`: the bound read settled from disk, nothing raced.
 
 Each prints one JSON line: the calls' seconds, the runner's bound after
-the first call and at the end, the races (texts sent, won, seconds), and
+the first call and at the end, the races (texts sent, won, seconds, and
+the route's seconds over its rival's, the warm-up round included), and
 what reading the bound costs a query, unsettled and settled.
-`--again-after` shortens the wait (the library's is 60 s).
+`--again-after` sets the wait (the library's is 60 s); `--stages cold
+--repeats N` runs N cold processes, each on a fresh cache.
 
     .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER [--again-after 10] [--spell-bound 128]
+    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER --again-after 60 --stages cold --repeats 8
 """
 
 import argparse
@@ -49,6 +52,7 @@ from sbert_keras.runtime import self_check  # noqa: E402
 FEW = ["A man is playing a flute.", "A woman is slicing an onion.", "The cat sat on the mat."]
 MANY = [f"Sentence number {i} says a little more about the cat on the mat." for i in range(12)]
 TOKEN_RACE = "xnnpack_float32>fused:"
+STAGES = ("cold", "spell", "later")
 
 
 def seconds(call):
@@ -63,6 +67,20 @@ def bound_cost_us(runner, n=2000):
     for _ in range(n):
         runner.max_tokens  # noqa: B018 - the property is what is timed
     return round(1e6 * (time.perf_counter() - start) / n, 2)
+
+
+def count_seconds(runner, spent):
+    """Adds the seconds of each `runner.query` to `spent[runner]` (an attribute of this runner object only)."""
+    query = runner.query
+
+    def timed(texts):
+        start = time.perf_counter()
+        try:
+            return query(texts)
+        finally:
+            spent[runner] += time.perf_counter() - start
+
+    runner.query = timed
 
 
 def stored_races(cache):
@@ -93,10 +111,13 @@ def child(model, stage, again_after):
     races, race = [], route_choice.race
 
     def timed_race(runner, rival, queries=None, **kwargs):
-        start = time.perf_counter()
+        start, spent = time.perf_counter(), {runner: 0.0, rival: 0.0}
+        for each in spent:  # the two runners' seconds over the race's rounds, the warm-up one included
+            count_seconds(each, spent)
         won = race(runner, rival, queries=queries, **kwargs)
         texts = sum(len(q) for q in queries) if queries else None
-        races.append([texts, won, round(time.perf_counter() - start, 3)])
+        ratio = round(spent[runner] / spent[rival], 3) if spent[rival] else None
+        races.append([texts, won, round(time.perf_counter() - start, 3), ratio])
         return won
 
     route_choice.race = timed_race
@@ -121,17 +142,20 @@ def main():
     parser.add_argument("--model", required=True, help="a sentence-transformers or sbert_keras folder")
     parser.add_argument("--again-after", type=float, default=10.0, help="seconds before a race is timed again")
     parser.add_argument("--spell-bound", type=int, default=128, help="the bound the rewritten races give")
-    parser.add_argument("--child", choices=("cold", "spell", "later"), help=argparse.SUPPRESS)
+    parser.add_argument("--stages", default=",".join(STAGES), help="which of cold, spell, later to run, in order")
+    parser.add_argument("--repeats", type=int, default=1, help="times to run the stages, each on a fresh cache")
+    parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.model, args.child, args.again_after)
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, SBERT_KERAS_CACHE_DIR=cache)
-        for stage in ("cold", "spell", "later"):
-            if stage == "spell":
-                forge_spell(cache, args.spell_bound)
-            command = [sys.executable, __file__, "--model", args.model, "--child", stage]
-            subprocess.run(command + ["--again-after", str(args.again_after)], env=env, check=True)
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, SBERT_KERAS_CACHE_DIR=cache)
+            for stage in args.stages.split(","):
+                if stage == "spell":
+                    forge_spell(cache, args.spell_bound)
+                command = [sys.executable, __file__, "--model", args.model, "--child", stage]
+                subprocess.run(command + ["--again-after", str(args.again_after)], env=env, check=True)
 
 
 if __name__ == "__main__":

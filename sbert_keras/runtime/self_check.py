@@ -186,7 +186,7 @@ class VerdictTable:
         """
         key, second = (name, precision), (AGAIN + name, precision)
         if key not in self._verdicts:
-            won, self._raced_at[key] = self.cache.get(name, precision), self.cache.written_at()
+            won, self._raced_at[key] = self.cache.get(name, precision), self.cache.written_at() or time.time()
             if won is None:
                 won, self._raced_at[key] = bool(measure()), time.time()
                 self.cache.put(name, precision, won)
