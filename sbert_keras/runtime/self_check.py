@@ -186,12 +186,15 @@ class VerdictTable:
         """
         key, second = (name, precision), (AGAIN + name, precision)
         if key not in self._verdicts:
-            won, self._raced_at[key] = self.cache.get(name, precision), self.cache.written_at() or time.time()
+            won = self.cache.get(name, precision)
             if won is None:
                 won, self._raced_at[key] = bool(measure()), time.time()
                 self.cache.put(name, precision, won)
-            elif won and self.cache.get(*second) is not None:
-                self._verdicts[second] = self.cache.get(*second)
+            else:
+                self._raced_at[key] = self.cache.written_at() or time.time()  # stored then or before
+                won_again = self.cache.get(*second) if won else None
+                if won_again is not None:
+                    self._verdicts[second] = won_again
             self._verdicts[key] = won
         if again is None or self.settled(name, precision):
             return self._verdicts.get(second, self._verdicts[key])
