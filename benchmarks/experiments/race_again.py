@@ -48,6 +48,7 @@ common.silence_tensorflow()
 from sbert_keras import SentenceEncoder  # noqa: E402
 from sbert_keras.runtime import route_choice  # noqa: E402
 from sbert_keras.runtime import self_check  # noqa: E402
+from sbert_keras.runtime.routes import xnnpack  # noqa: E402
 
 FEW = ["A man is playing a flute.", "A woman is slicing an onion.", "The cat sat on the mat."]
 MANY = [f"Sentence number {i} says a little more about the cat on the mat." for i in range(12)]
@@ -98,7 +99,7 @@ def forge_spell(cache, bound):
     """Rewrites the stored token races as a slower spell left them: won up to `bound`, lost above."""
     for path in glob.glob(os.path.join(cache, "verdicts", "*.json")):
         verdicts = {k: v for k, v in json.loads(Path(path).read_text()).items() if TOKEN_RACE not in k}
-        steps = [32, 64, 128, 256, 512]
+        steps = xnnpack.TOKEN_STEPS
         lost = next(step for step in steps if step > bound)
         for size, won in [(s, True) for s in steps if s <= bound] + [(lost, False), ((bound + lost) // 2, False)]:
             verdicts[f"{TOKEN_RACE}{size}/bfloat16"] = won

@@ -34,8 +34,8 @@ What a route declares (class attributes and cheap methods; no graph runs):
   it stands in for that route's runner;
 - `token_steps`: for a route that `builds_on` another, the padded sizes of
   one call (texts times padded length) at which it races that route, each
-  once per machine, then sizes between the last it won and the first it
-  lost (`route_choice.RouteChoice.token_bound`): its runner hands a call of
+  once per machine (a win twice, a while apart), then sizes between the
+  last it won and the first it lost (`route_choice.RouteChoice.token_bound`): its runner hands a call of
   more tokens than the largest size it won to that route, the two engines'
   crossover measured, not guessed.
 
