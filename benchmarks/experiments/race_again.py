@@ -1,32 +1,37 @@
-"""A token race timed again: what it costs, and a bound set too high in a slower spell coming down.
+"""Token races timed again: what it costs, and a bound set too high or too low coming right.
 
 Under `compute="auto"` on an AVX-512 CPU, XNNPACK's float32 route serves a
 call of a few texts up to a bound in padded tokens, raced once per model
-and machine against the bf16 fused graph (`RouteChoice.token_bound`). A
-won race is timed once more at least `self_check.RACE_AGAIN_AFTER` seconds
-later, at a call where the fused graph's query is built already, and
-stays won only if won again (`VerdictTable.race` with `again`). This runs,
-for one model, three processes on one fresh cache folder:
+and machine against the bf16 fused graph (`RouteChoice.token_bound`). Each
+race is timed again, won or lost, until two of its timings agree, each
+time at a call at least `self_check.RACE_AGAIN_AFTER` seconds after the
+last where the fused graph's query is built already; the latest timing
+stands meanwhile (`VerdictTable.race` with `again`). This runs, for one
+model, processes on one fresh cache folder:
 
-1. `cold`: the first few-text call (conversion, checks, the races); once
-   `--again-after` seconds have passed since the races, two more, the first
-   of which times each won race again;
+1. `cold`: the first few-text call (conversion, checks, the races), then
+   `--calls` more, each once `--again-after` seconds have passed since the
+   last race stored, then one right after;
 2. `spell`: the stored races are first rewritten as a slower spell of the
    machine left them on all-mpnet-base-v2 (every size up to `--spell-bound`
-   won, the next size and the middle lost; the races timed again removed).
-   Its first few-text call serves that bound, unsettled; a call over the
-   bound by its words runs the fused graph's query (which makes a race
-   cheap); the next few-text call times the won races again;
-3. `later`: the bound read settled from disk, nothing raced.
+   won, the next size and the middle lost, each timed once). Its first
+   few-text call serves that bound; a call over the bound by its words runs
+   the fused graph's query (which makes a race cheap); then the calls of
+   `cold`;
+3. `loss`: the same with the stored races rewritten as a false loss left
+   them: `--loss-at` lost once, the middle below it won twice, nothing
+   above raced;
+4. `later`: the bound read from disk, nothing raced.
 
 Each prints one JSON line: the calls' seconds, the runner's bound after
-the first call and at the end, the races (texts sent, won, seconds, and
-the route's seconds over its rival's, the warm-up round included), and
-what reading the bound costs a query, unsettled and settled.
-`--again-after` sets the wait (the library's is 60 s); `--stages cold
---repeats N` runs N cold processes, each on a fresh cache.
+the first call and after each later one, the races (texts sent, won,
+seconds, and the route's seconds over its rival's, the warm-up round
+included), and what reading the bound costs a query, unsettled and
+settled. `--again-after` sets the wait (the library's is 60 s); `--stages
+cold --repeats N` runs N cold processes, each on a fresh cache.
 
     .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER [--again-after 10] [--spell-bound 128]
+    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER --stages loss,later [--loss-at 32]
     .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER --again-after 60 --stages cold --repeats 8
 """
 
@@ -53,7 +58,7 @@ from sbert_keras.runtime.routes import xnnpack  # noqa: E402
 FEW = ["A man is playing a flute.", "A woman is slicing an onion.", "The cat sat on the mat."]
 MANY = [f"Sentence number {i} says a little more about the cat on the mat." for i in range(12)]
 TOKEN_RACE = "xnnpack_float32>fused:"
-STAGES = ("cold", "spell", "later")
+STAGES = ("cold", "spell", "loss", "later")
 
 
 def seconds(call):
@@ -95,18 +100,28 @@ def stored_races(cache):
     return races
 
 
-def forge_spell(cache, bound):
-    """Rewrites the stored token races as a slower spell left them: won up to `bound`, lost above."""
+def forged_races(stage, spell_bound, loss_at):
+    """`{size: timings}` of the token races as a slower spell (`spell`) or a false loss (`loss`) left them."""
+    steps = xnnpack.TOKEN_STEPS
+    if stage == "spell":
+        lost = next(step for step in steps if step > spell_bound)
+        middle = (spell_bound + lost) // 2
+        return {**{s: [True] for s in steps if s <= spell_bound}, lost: [False], middle: [False]}
+    below = max((s for s in steps if s < loss_at), default=0)
+    return {**{s: [True, True] for s in steps if s < loss_at}, (below + loss_at) // 2: [True, True], loss_at: [False]}
+
+
+def forge(cache, races):
+    """Rewrites the stored token races (every timing) as `races`, `{size: timings}`."""
     for path in glob.glob(os.path.join(cache, "verdicts", "*.json")):
         verdicts = {k: v for k, v in json.loads(Path(path).read_text()).items() if TOKEN_RACE not in k}
-        steps = xnnpack.TOKEN_STEPS
-        lost = next(step for step in steps if step > bound)
-        for size, won in [(s, True) for s in steps if s <= bound] + [(lost, False), ((bound + lost) // 2, False)]:
-            verdicts[f"{TOKEN_RACE}{size}/bfloat16"] = won
+        for size, timings in races.items():
+            for i, won in enumerate(timings):
+                verdicts[f"{self_check.AGAIN * i}{TOKEN_RACE}{size}/bfloat16"] = won
         Path(path).write_text(json.dumps(verdicts))
 
 
-def child(model, stage, again_after):
+def child(model, stage, again_after, calls):
     """One process of the experiment; prints its JSON line."""
     self_check.RACE_AGAIN_AFTER = again_after
     races, race = [], route_choice.race
@@ -127,13 +142,17 @@ def child(model, stage, again_after):
     runner = encoder.engine.runner_for("auto", "few")
     line.update(bound_first=runner.max_tokens, bound_read_us_first=bound_cost_us(runner), races_first=list(races))
     races.clear()
-    if stage == "spell":
+    if stage in ("spell", "loss"):
         line["over_the_bound_s"] = seconds(lambda: encoder.encode(MANY))
-    cache = os.environ["SBERT_KERAS_CACHE_DIR"]
-    written = max(os.path.getmtime(p) for p in glob.glob(os.path.join(cache, "verdicts", "*.json")))
-    time.sleep(max(0.0, written + again_after + 1 - time.time()) if stage != "later" else 0)
-    line.update(next_few_s=seconds(lambda: encoder.encode(FEW)), then_few_s=seconds(lambda: encoder.encode(FEW)))
-    line.update(bound_last=runner.max_tokens, bound_read_us_last=bound_cost_us(runner), races_last=races)
+    cache, line["later_calls"] = os.environ["SBERT_KERAS_CACHE_DIR"], []
+    for _ in range(calls if stage != "later" else 0):
+        written = max(os.path.getmtime(p) for p in glob.glob(os.path.join(cache, "verdicts", "*.json")))
+        time.sleep(max(0.0, written + again_after + 1 - time.time()))
+        call = {"s": seconds(lambda: encoder.encode(FEW)), "bound": runner.max_tokens, "races": list(races)}
+        line["later_calls"].append(call)
+        races.clear()
+    line.update(then_few_s=seconds(lambda: encoder.encode(FEW)), races_then=races)
+    line.update(bound_last=runner.max_tokens, bound_read_us_last=bound_cost_us(runner))
     line["stored"] = stored_races(cache)
     print(json.dumps(line), flush=True)
 
@@ -142,21 +161,24 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a sentence-transformers or sbert_keras folder")
     parser.add_argument("--again-after", type=float, default=10.0, help="seconds before a race is timed again")
-    parser.add_argument("--spell-bound", type=int, default=128, help="the bound the rewritten races give")
+    parser.add_argument("--spell-bound", type=int, default=128, help="the bound the `spell` stage's races give")
+    parser.add_argument("--loss-at", type=int, default=32, help="the size the `loss` stage's races lost once")
+    parser.add_argument("--calls", type=int, default=3, help="few-text calls, each after the wait, after the first")
     parser.add_argument("--stages", default=",".join(STAGES), help="which of cold, spell, later to run, in order")
     parser.add_argument("--repeats", type=int, default=1, help="times to run the stages, each on a fresh cache")
     parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.model, args.child, args.again_after)
+        return child(args.model, args.child, args.again_after, args.calls)
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, SBERT_KERAS_CACHE_DIR=cache)
             for stage in args.stages.split(","):
-                if stage == "spell":
-                    forge_spell(cache, args.spell_bound)
+                if stage in ("spell", "loss"):
+                    forge(cache, forged_races(stage, args.spell_bound, args.loss_at))
                 command = [sys.executable, __file__, "--model", args.model, "--child", stage]
-                subprocess.run(command + ["--again-after", str(args.again_after)], env=env, check=True)
+                command += ["--calls", str(args.calls), "--again-after", str(args.again_after)]
+                subprocess.run(command, env=env, check=True)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,15 @@ no path slower than another that passes its check. A route that hands
 large calls to the route it builds on races it at each of its
 `token_steps` instead, and then between the sizes where it won and lost
 (`token_bound`); its runner gets the bound (`build`), asked at each query.
-Each size it won is raced once more, at a query at least
-`self_check.RACE_AGAIN_AFTER` seconds later (in this process or a later
-one) where the rival's query graph is built already (`Route.warm`: the
-race builds nothing), and stays won only if won again (`VerdictTable.race`
-with `again`): a machine can run slower for tens of seconds and slow the
-rival's graph more than the route, so one race could set the bound too high
-for good. Until then the bound is worked out again at each query
-(microseconds); once every race it rests on is settled, it is kept.
+Each size is raced again, won or lost, until two of its races agree:
+each time at a query at least `self_check.RACE_AGAIN_AFTER` seconds after
+the last (in this process or a later one) where the rival's query graph is
+built already (`Route.warm`: the race builds nothing), the latest race
+standing meanwhile (`VerdictTable.race` with `again`). A machine can run
+slower for tens of seconds and slow one side more than the other, so one
+race could set the bound too high, or too low, for good. Until then the
+bound is worked out again at each query (microseconds); once every race it
+rests on is settled, it is kept.
 
 Example:
 ```python
@@ -235,9 +236,10 @@ class RouteChoice:
         largest size it won (0 at first) and the smallest it lost, halve that
         gap. The bound is the largest size it won (0: none).
 
-        Each size won is raced once more a while later, where that builds
-        nothing, and stays won only if won again (module docstring); until
-        then the bound is worked out again at each query, then kept.
+        Each size is raced again a while later, where that builds nothing,
+        until two of its races agree (module docstring); the latest race
+        stands meanwhile, and the bound is worked out again at each query
+        until every race it rests on is settled, then kept.
         """
         if not route.token_steps:
             return None

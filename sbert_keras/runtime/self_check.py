@@ -42,8 +42,9 @@ from sbert_keras.runtime.kernels import onednn_layer_norm
 FLOAT32_TOLERANCE = 1e-5
 MIN_COSINE = {"bfloat16": 0.999, "float16": 0.999, "int8": 0.99}
 PROBE_LENGTHS = (2, 5, 9, 17)
-# A race timed again (`VerdictTable.race` with `again`): the prefix of its name, and the least time between the two.
-AGAIN, RACE_AGAIN_AFTER = "again ", 60.0
+# A race timed again (`VerdictTable.race` with `again`): the prefix of each later timing's name, the most
+# timings (two of three agree), and the least time between two.
+AGAIN, RACE_TIMINGS, RACE_AGAIN_AFTER = "again ", 3, 60.0
 
 
 def probe_batch(encoder, precision="float32"):
@@ -162,14 +163,16 @@ class VerdictTable:
     def __init__(self, encoder, host=None):
         self.cache = cold_start.VerdictCache(encoder, host)
         self._verdicts = {}
-        self._raced_at = {}  # (race, precision) -> when it was timed, at the latest (seconds since the epoch)
+        self._races = {}  # (race, precision) -> its timings so far, first first (`timings`)
+        self._raced_at = {}  # (race, precision) -> when it was last timed, at the latest (seconds since the epoch)
 
     def get(self, name, precision):
-        """The verdict of route `name` in `precision` in this process, or None if not checked yet."""
-        return self._verdicts.get((name, precision))
+        """The verdict of route `name` in `precision` in this process (a race: its latest timing), or None."""
+        timings = self._races.get((name, precision))
+        return timings[-1] if timings else self._verdicts.get((name, precision))
 
     def race(self, name, precision, measure, again=None):
-        """Whether the race `name` in `precision` was won: remembered, stored on disk, or `measure()` now.
+        """Whether the race `name` in `precision` was won: its latest timing, remembered, stored or `measure()` now.
 
         A lost race is no failure: unlike `verdict`, nothing warns.
 
@@ -178,34 +181,41 @@ class VerdictTable:
             precision: str.
             measure: callable returning whether it was won.
             again: None, or a callable saying whether `measure()` is cheap
-                now. Then a win is timed once more, at a call at least
-                `RACE_AGAIN_AFTER` seconds after it (in this process or a
-                later one) where `again()` says so, and stands only if won
-                again (kept as `AGAIN + name`); until then it stands
-                unsettled (`settled`).
+                now. Then the race is timed again, won or lost, until two
+                of its timings agree (`settled`): each time at a call at
+                least `RACE_AGAIN_AFTER` seconds after the last timing (in
+                this process or a later one) where `again()` says so. The
+                latest timing stands meanwhile; the i-th is kept as
+                `AGAIN * i + name`.
         """
-        key, second = (name, precision), (AGAIN + name, precision)
-        if key not in self._verdicts:
-            won = self.cache.get(name, precision)
-            if won is None:
-                won, self._raced_at[key] = bool(measure()), time.time()
-                self.cache.put(name, precision, won)
-            else:
+        timings, key = self.timings(name, precision), (name, precision)
+        if timings and (again is None or self.settled(*key) or time.time() - self._raced_at[key] < RACE_AGAIN_AFTER):
+            return timings[-1]
+        if timings and not again():
+            return timings[-1]
+        timings.append(bool(measure()))
+        self._raced_at[key] = time.time()
+        self.cache.put(AGAIN * (len(timings) - 1) + name, precision, timings[-1])
+        return timings[-1]
+
+    def timings(self, name, precision):
+        """The timings of the race `name` in `precision` so far, first first (read from disk once; `race`)."""
+        key = (name, precision)
+        if key not in self._races:
+            self._races[key] = []
+            for again in range(RACE_TIMINGS):
+                won = self.cache.get(AGAIN * again + name, precision)
+                if won is None:
+                    break
+                self._races[key].append(won)
+            if self._races[key]:
                 self._raced_at[key] = self.cache.written_at() or time.time()  # stored then or before
-                won_again = self.cache.get(*second) if won else None
-                if won_again is not None:
-                    self._verdicts[second] = won_again
-            self._verdicts[key] = won
-        if again is None or self.settled(name, precision):
-            return self._verdicts.get(second, self._verdicts[key])
-        if time.time() - self._raced_at[key] < RACE_AGAIN_AFTER or not again():
-            return True
-        self._verdicts[second] = self.race(*second, measure)
-        return self._verdicts[second]
+        return self._races[key]
 
     def settled(self, name, precision):
-        """Whether the race `name` stands as it will: lost, or won and timed again (`race` with `again`)."""
-        return not self._verdicts.get((name, precision)) or (AGAIN + name, precision) in self._verdicts
+        """Whether the race `name` stands as it will: two of its timings agree (`race` with `again`)."""
+        timings = self.timings(name, precision)
+        return timings.count(timings[-1]) > 1 if timings else False
 
     def verdict(self, name, precision, check):
         """Whether route `name` passes in `precision`: remembered, stored on disk, or `check()` now.

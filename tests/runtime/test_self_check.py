@@ -64,9 +64,7 @@ def timed(measured, won):
     return lambda: measured.append(won) or won
 
 
-def test_a_won_race_is_timed_again_a_while_later_where_that_is_cheap_and_stands_only_if_won_twice(
-    monkeypatch, tmp_path
-):
+def test_a_race_is_timed_again_a_while_later_where_that_is_cheap_until_two_timings_agree(monkeypatch, tmp_path):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     encoder, measured, name = tiny_encoder(seed=6), [], "a>b:32"
     table = self_check.VerdictTable(encoder)
@@ -76,29 +74,45 @@ def test_a_won_race_is_timed_again_a_while_later_where_that_is_cheap_and_stands_
     monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)
     assert table.race(name, "bfloat16", timed(measured, False), again=lambda: False)  # not cheap now: it stands
     assert measured == [True] and not table.settled(name, "bfloat16")
-    assert not table.race(name, "bfloat16", timed(measured, False), again=lambda: True)  # lost the second time
-    assert measured == [True, False] and table.settled(name, "bfloat16")
-    assert not table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # settled: no third race
-    assert not table.race("a>b:64", "bfloat16", timed(measured, False), again=lambda: True)  # a loss stands
-    assert measured == [True, False, False] and table.settled("a>b:64", "bfloat16")
+    assert not table.race(name, "bfloat16", timed(measured, False), again=lambda: True)  # lost: the latest stands
+    assert measured == [True, False] and not table.settled(name, "bfloat16")
+    assert table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # the third timing decides
+    assert measured == [True, False, True] and table.settled(name, "bfloat16")
+    assert table.race(name, "bfloat16", timed(measured, False), again=lambda: True)  # settled: no fourth
+    assert table.get(name, "bfloat16") is True and table.timings(name, "bfloat16") == [True, False, True]
+    # A loss is timed again too; two losses settle it.
+    assert not table.race("a>b:64", "bfloat16", timed(measured, False), again=lambda: True)
+    assert not table.race("a>b:64", "bfloat16", timed(measured, False), again=lambda: True)
+    assert measured == [True, False, True, False, False] and table.settled("a>b:64", "bfloat16")
+    assert not table.race("a>b:64", "bfloat16", timed(measured, True), again=lambda: True)
+    # Without `again`, one timing stands.
+    assert not table.race("a>b:one", "bfloat16", timed(measured, False))
+    assert not table.race("a>b:one", "bfloat16", timed(measured, True)) and len(measured) == 6
     (stored,) = (tmp_path / "verdicts").iterdir()
-    assert json.loads(stored.read_text())[f"{self_check.AGAIN}{name}/bfloat16"] is False
+    stored = json.loads(stored.read_text())
+    assert [stored[f"{self_check.AGAIN * i}{name}/bfloat16"] for i in range(3)] == [True, False, True]
 
-    later = self_check.VerdictTable(encoder)  # a later process: both races from disk, nothing timed
-    assert not later.race(name, "bfloat16", timed(measured, True), again=lambda: True)
-    assert later.race(name, "bfloat16", timed(measured, True)) is False and later.settled(name, "bfloat16")
-    assert measured == [True, False, False]
+    later = self_check.VerdictTable(encoder)  # a later process: every timing from disk, nothing timed
+    assert later.race(name, "bfloat16", timed(measured, False), again=lambda: True)
+    assert later.settled(name, "bfloat16") and later.settled("a>b:64", "bfloat16")
+    assert not later.race("a>b:64", "bfloat16", timed(measured, True), again=lambda: True)
+    assert later.get("a>b:one", "bfloat16") is None and not later.race("a>b:one", "bfloat16", timed(measured, True))
+    assert len(measured) == 6 and later.get("a>b:one", "bfloat16") is False
 
 
-def test_a_win_stored_by_an_earlier_process_is_timed_again_in_a_later_one(monkeypatch, tmp_path):
+def test_a_race_stored_by_an_earlier_process_is_timed_again_in_a_later_one(monkeypatch, tmp_path):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     encoder, measured = tiny_encoder(seed=7), []
     monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
-    assert self_check.VerdictTable(encoder).race("a>b:128", "float32", timed(measured, True), again=lambda: True)
+    assert not self_check.VerdictTable(encoder).race("a>b:128", "float32", timed(measured, False), again=lambda: True)
+    second = self_check.VerdictTable(encoder)  # too soon after the file was written: the loss stands
+    assert not second.race("a>b:128", "float32", timed(measured, True), again=lambda: True) and measured == [False]
     monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)  # the file is older than that
     later = self_check.VerdictTable(encoder)
-    assert later.race("a>b:128", "float32", timed(measured, True), again=lambda: True)
-    assert measured == [True, True] and later.settled("a>b:128", "float32")
-    third = self_check.VerdictTable(encoder)  # reads both wins: settled, nothing timed
-    assert third.race("a>b:128", "float32", timed(measured, False), again=lambda: True) and measured == [True, True]
-    assert third.settled("a>b:128", "float32")
+    assert later.race("a>b:128", "float32", timed(measured, True), again=lambda: True)  # the loss was false
+    assert measured == [False, True] and not later.settled("a>b:128", "float32")
+    third = self_check.VerdictTable(encoder)  # reads both timings: one more decides
+    assert third.race("a>b:128", "float32", timed(measured, True), again=lambda: True)
+    assert measured == [False, True, True] and third.settled("a>b:128", "float32")
+    fourth = self_check.VerdictTable(encoder)  # reads all three: settled, nothing timed
+    assert fourth.race("a>b:128", "float32", timed(measured, False), again=lambda: True) and len(measured) == 3

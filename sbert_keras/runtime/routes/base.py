@@ -42,7 +42,7 @@ What a route declares (class attributes and cheap methods; no graph runs):
 `build(precision)` gives its `Runner`: one call for a few texts (`query`)
 and one for batches (`batch`); a route with `token_steps` takes
 `build(precision, max_tokens)`, the bound its races set (a callable:
-a race timed again later may lower it). When a query
+a race timed again later may move it). When a query
 finds the weights changed behind Keras' back it says so, and the engine
 calls `refresh` and asks once more.
 

@@ -288,12 +288,22 @@ def test_the_token_bound_is_bisected_between_the_last_step_won_and_the_first_los
     assert encoder.engine.runner_for("float32", "few").max_tokens == bound
 
 
-def test_a_token_race_won_is_timed_again_later_and_the_runner_follows_the_lower_bound(
-    monkeypatch, tmp_path, vnni_encoder
+@pytest.mark.parametrize(
+    "first, again, third, bounds",
+    [
+        # A win in a slower spell: 32, 64 won, 128 and the middle 96 lost; timed again, 64 loses (48, the new
+        # middle, too), then loses a third time.
+        ([True, True, False, False], [True, False, False], [False, False], (64, 32, 32)),
+        # A false loss: 32 won, 64 and 48 lost; timed again, 64 wins, so 128 and 96 are raced, and 64 wins a
+        # third time.
+        ([True, False, False], [True, True, False, False], [True, False, False], (32, 64, 64)),
+    ],
+)
+def test_each_token_race_is_timed_again_later_until_two_timings_agree_and_the_runner_follows(
+    monkeypatch, tmp_path, vnni_encoder, first, again, third, bounds
 ):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
-    results = iter([True, True, False, False, True, False, False])  # 32, 64 won; 128, 96 lost; then again below
-    raced = []
+    results, raced = iter(first + again + third), []
 
     def race(runner, rival, queries=None, batch=None):
         raced.append(sum(len(texts) for texts in queries))
@@ -303,18 +313,20 @@ def test_a_token_race_won_is_timed_again_later_and_the_runner_follows_the_lower_
     monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
     encoder = vnni_encoder(AVX512_BF16, seed=8)
     runner = encoder.engine.runner_for("float32", "few")
-    assert runner.max_tokens == 64 and len(raced) == 4  # 32, 64, 128 and the middle, 96
+    assert runner.max_tokens == bounds[0] and len(raced) == len(first)
     fused = encoder.engine.routes["fused"]
     assert not fused.warm("float32")  # its query graph was not built: a race would build it
     monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)
-    assert runner.max_tokens == 64 and len(raced) == 4  # not timed again while that would build a graph
+    assert runner.max_tokens == bounds[0] and len(raced) == len(first)  # not timed again while that builds a graph
     fused.build("float32").query(["a few words"])
     assert fused.warm("float32")
-    assert runner.max_tokens == 32  # 32 won again, 64 lost, then the new middle, 48, lost
-    assert len(raced) == 7 and runner.max_tokens == 32 and len(raced) == 7  # settled: asked once
+    assert runner.max_tokens == bounds[1] and len(raced) == len(first + again)  # the latest timings stand
+    assert runner.max_tokens == bounds[2] and len(raced) == len(first + again + third)  # two agree on each
+    assert runner.max_tokens == bounds[2] and len(raced) == len(first + again + third)  # settled: kept
 
     later = vnni_encoder(AVX512_BF16, seed=8)  # a later process: the bound from disk, settled
-    assert later.engine.runner_for("float32", "few").max_tokens == 32 and len(raced) == 7
+    assert later.engine.runner_for("float32", "few").max_tokens == bounds[2]
+    assert len(raced) == len(first + again + third) and next(results, None) is None  # nothing timed
 
 
 def test_race_queries_fill_a_call_of_the_tokens_raced(vnni_encoder):
