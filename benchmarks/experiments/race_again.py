@@ -5,19 +5,19 @@ call of a few texts up to a bound in padded tokens, raced once per model
 and machine against the bf16 fused graph (`RouteChoice.token_bound`). Each
 race is timed again, won or lost, until two of its timings agree, each
 time at a call at least `self_check.RACE_AGAIN_AFTER` seconds after the
-last where the fused graph's query is built already; the latest timing
+last where both engines were built in the process already; the latest timing
 stands meanwhile (`VerdictTable.race` with `again`). This runs, for one
 model, processes on one fresh cache folder:
 
 1. `cold`: the first few-text call (conversion, checks, the races), then
-   `--calls` more, each once `--again-after` seconds have passed since the
-   last race stored, then one right after;
+   one more after each of `--waits` (seconds since the last race stored),
+   then one right after;
 2. `spell`: the stored races are first rewritten as a slower spell of the
    machine left them on all-mpnet-base-v2 (every size up to `--spell-bound`
    won, the next size and the middle lost, each timed once). Its first
    few-text call serves that bound; a call over the bound by its words runs
-   the fused graph's query (which makes a race cheap); then the calls of
-   `cold`;
+   the fused graph's query, and one of a single text XNNPACK's interpreter
+   (a race builds nothing once both are built); then the calls of `cold`;
 3. `loss`: the same with the stored races rewritten as a false loss left
    them: `--loss-at` lost once, the middle below it won twice, nothing
    above raced;
@@ -27,12 +27,14 @@ Each prints one JSON line: the calls' seconds, the runner's bound after
 the first call and after each later one, the races (texts sent, won,
 seconds, and the route's seconds over its rival's, the warm-up round
 included), and what reading the bound costs a query, unsettled and
-settled. `--again-after` sets the wait (the library's is 60 s); `--stages
-cold --repeats N` runs N cold processes, each on a fresh cache.
+settled. `--again-after` sets `self_check.RACE_AGAIN_AFTER` (the least
+seconds before the second and the third timing; the library's are 60 and
+600); `--stages cold --repeats N` runs N cold processes, each on a fresh
+cache.
 
-    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER [--again-after 10] [--spell-bound 128]
-    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER --stages loss,later [--loss-at 32]
-    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER --again-after 60 --stages cold --repeats 8
+    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER [--again-after 10,30 --waits 11,31]
+    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER --stages cold,loss,later [--loss-at 32]
+    .venv/bin/python benchmarks/experiments/race_again.py --model FOLDER --stages cold --waits 61,61,61 --repeats 8
 """
 
 import argparse
@@ -56,6 +58,7 @@ from sbert_keras.runtime import self_check  # noqa: E402
 from sbert_keras.runtime.routes import xnnpack  # noqa: E402
 
 FEW = ["A man is playing a flute.", "A woman is slicing an onion.", "The cat sat on the mat."]
+ONE = ["A cat."]
 MANY = [f"Sentence number {i} says a little more about the cat on the mat." for i in range(12)]
 TOKEN_RACE = "xnnpack_float32>fused:"
 STAGES = ("cold", "spell", "loss", "later")
@@ -121,7 +124,7 @@ def forge(cache, races):
         Path(path).write_text(json.dumps(verdicts))
 
 
-def child(model, stage, again_after, calls):
+def child(model, stage, again_after, waits):
     """One process of the experiment; prints its JSON line."""
     self_check.RACE_AGAIN_AFTER = again_after
     races, race = [], route_choice.race
@@ -142,12 +145,13 @@ def child(model, stage, again_after, calls):
     runner = encoder.engine.runner_for("auto", "few")
     line.update(bound_first=runner.max_tokens, bound_read_us_first=bound_cost_us(runner), races_first=list(races))
     races.clear()
-    if stage in ("spell", "loss"):
+    if stage in ("spell", "loss"):  # builds the fused graph's query, and XNNPACK's interpreter (one text)
         line["over_the_bound_s"] = seconds(lambda: encoder.encode(MANY))
+        line["one_text_s"] = seconds(lambda: encoder.encode(ONE))
     cache, line["later_calls"] = os.environ["SBERT_KERAS_CACHE_DIR"], []
-    for _ in range(calls if stage != "later" else 0):
+    for wait in waits if stage != "later" else ():
         written = max(os.path.getmtime(p) for p in glob.glob(os.path.join(cache, "verdicts", "*.json")))
-        time.sleep(max(0.0, written + again_after + 1 - time.time()))
+        time.sleep(max(0.0, written + wait - time.time()))
         call = {"s": seconds(lambda: encoder.encode(FEW)), "bound": runner.max_tokens, "races": list(races)}
         line["later_calls"].append(call)
         races.clear()
@@ -160,16 +164,17 @@ def child(model, stage, again_after, calls):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a sentence-transformers or sbert_keras folder")
-    parser.add_argument("--again-after", type=float, default=10.0, help="seconds before a race is timed again")
+    parser.add_argument("--again-after", default="60,600", help="least seconds before the second, third timing")
     parser.add_argument("--spell-bound", type=int, default=128, help="the bound the `spell` stage's races give")
     parser.add_argument("--loss-at", type=int, default=32, help="the size the `loss` stage's races lost once")
-    parser.add_argument("--calls", type=int, default=3, help="few-text calls, each after the wait, after the first")
+    parser.add_argument("--waits", default="61,61", help="seconds after the last race stored before each call")
     parser.add_argument("--stages", default=",".join(STAGES), help="which of cold, spell, later to run, in order")
     parser.add_argument("--repeats", type=int, default=1, help="times to run the stages, each on a fresh cache")
     parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.model, args.child, args.again_after, args.calls)
+        again_after = tuple(float(s) for s in args.again_after.split(","))
+        return child(args.model, args.child, again_after, [float(s) for s in args.waits.split(",")])
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, SBERT_KERAS_CACHE_DIR=cache)
@@ -177,7 +182,7 @@ def main():
                 if stage in ("spell", "loss"):
                     forge(cache, forged_races(stage, args.spell_bound, args.loss_at))
                 command = [sys.executable, __file__, "--model", args.model, "--child", stage]
-                command += ["--calls", str(args.calls), "--again-after", str(args.again_after)]
+                command += ["--waits", args.waits, "--again-after", args.again_after]
                 subprocess.run(command, env=env, check=True)
 
 

@@ -16,15 +16,17 @@ no path slower than another that passes its check. A route that hands
 large calls to the route it builds on races it at each of its
 `token_steps` instead, and then between the sizes where it won and lost
 (`token_bound`); its runner gets the bound (`build`), asked at each query.
-Each size is raced again, won or lost, until two of its races agree:
-each time at a query at least `self_check.RACE_AGAIN_AFTER` seconds after
-the last (in this process or a later one) where the rival's query graph is
-built already (`Route.warm`: the race builds nothing), the latest race
-standing meanwhile (`VerdictTable.race` with `again`). A machine can run
-slower for tens of seconds and slow one side more than the other, so one
-race could set the bound too high, or too low, for good. Until then the
-bound is worked out again at each query (microseconds); once every race it
-rests on is settled, it is kept.
+Each size is raced again, won or lost, at a query where both sides' query
+graphs are built already (`Route.warm`: the race builds nothing), in this
+process or a later one: a minute after the first race
+(`self_check.RACE_AGAIN_AFTER`), and where the two disagree, ten minutes
+after the second, which decides; two races that disagree stand lost
+meanwhile (`VerdictTable.race` with `again`). A machine can run slower for
+minutes and slow one side more than the other, so one race could set the
+bound too high, or too low, for good; a size the route lost stays the
+rival's until the route wins it twice. Until then the bound is worked out again at
+each query (microseconds); once every race it rests on is settled, it is
+kept.
 
 Example:
 ```python
@@ -236,10 +238,10 @@ class RouteChoice:
         largest size it won (0 at first) and the smallest it lost, halve that
         gap. The bound is the largest size it won (0: none).
 
-        Each size is raced again a while later, where that builds nothing,
-        until two of its races agree (module docstring); the latest race
-        stands meanwhile, and the bound is worked out again at each query
-        until every race it rests on is settled, then kept.
+        Each size is raced again later, where that builds nothing, until
+        two of its races agree (module docstring); the bound is worked out
+        again at each query until every race it rests on is settled, then
+        kept.
         """
         if not route.token_steps:
             return None
@@ -247,13 +249,16 @@ class RouteChoice:
             return self._bounds[route.name, compute]
         rival, names = self.routes[route.builds_on], []
 
+        def cheap():  # a race now builds nothing
+            return route.warm(compute) and rival.warm(compute)
+
         def won(tokens):
             def timed():
                 queries = race_queries(self.encoder, "few", tokens)
                 return race(route.build(compute), rival.build(compute), queries=queries)  # no hand-off
 
             names.append(f"{route.name}>{rival.name}:{tokens}")
-            return self.verdicts.race(names[-1], compute, timed, again=lambda: rival.warm(compute))
+            return self.verdicts.race(names[-1], compute, timed, again=cheap)
 
         lost = next((tokens for tokens in route.token_steps if not won(tokens)), None)  # races until one is lost
         bound = max((tokens for tokens in route.token_steps if lost is None or tokens < lost), default=0)

@@ -43,8 +43,8 @@ FLOAT32_TOLERANCE = 1e-5
 MIN_COSINE = {"bfloat16": 0.999, "float16": 0.999, "int8": 0.99}
 PROBE_LENGTHS = (2, 5, 9, 17)
 # A race timed again (`VerdictTable.race` with `again`): the prefix of each later timing's name, the most
-# timings (two of three agree), and the least time between two.
-AGAIN, RACE_TIMINGS, RACE_AGAIN_AFTER = "again ", 3, 60.0
+# timings (two of three agree), and the least seconds from the last timing to the second and to the third.
+AGAIN, RACE_TIMINGS, RACE_AGAIN_AFTER = "again ", 3, (60.0, 600.0)
 
 
 def probe_batch(encoder, precision="float32"):
@@ -145,6 +145,11 @@ class QuantizationCheck:
         return passed
 
 
+def standing(timings):
+    """Whether a race stands won after `timings` (`VerdictTable.race`): the first alone; two, if both won; the third."""
+    return all(timings) if len(timings) == 2 else timings[-1]
+
+
 class VerdictTable:
     """The self-check verdicts of one engine: `(route name, precision) -> bool`, each checked once.
 
@@ -167,36 +172,41 @@ class VerdictTable:
         self._raced_at = {}  # (race, precision) -> when it was last timed, at the latest (seconds since the epoch)
 
     def get(self, name, precision):
-        """The verdict of route `name` in `precision` in this process (a race: its latest timing), or None."""
+        """The verdict of route `name` in `precision` in this process (a race: `standing`), or None."""
         timings = self._races.get((name, precision))
-        return timings[-1] if timings else self._verdicts.get((name, precision))
+        return standing(timings) if timings else self._verdicts.get((name, precision))
 
     def race(self, name, precision, measure, again=None):
-        """Whether the race `name` in `precision` was won: its latest timing, remembered, stored or `measure()` now.
+        """Whether the race `name` in `precision` stands won: remembered, stored on disk, or `measure()` now.
 
-        A lost race is no failure: unlike `verdict`, nothing warns.
+        A lost race is no failure: unlike `verdict`, nothing warns. The
+        race is a route against its rival, the route that serves otherwise.
 
         Args:
             name: str. The race (the key on disk).
             precision: str.
             measure: callable returning whether it was won.
-            again: None, or a callable saying whether `measure()` is cheap
-                now. Then the race is timed again, won or lost, until two
-                of its timings agree (`settled`): each time at a call at
-                least `RACE_AGAIN_AFTER` seconds after the last timing (in
-                this process or a later one) where `again()` says so. The
-                latest timing stands meanwhile; the i-th is kept as
-                `AGAIN * i + name`.
+            again: None (one timing stands), or a callable saying whether
+                `measure()` is cheap now. Then the race is timed again, won
+                or lost, until two of its timings agree (`settled`), at a
+                call where `again()` says so, in this process or a later
+                one: the second timing at least `RACE_AGAIN_AFTER[0]`
+                seconds after the first, and where the two disagree a third
+                at least `RACE_AGAIN_AFTER[1]` after the second. Until then
+                one timing stands as timed, and two that disagree stand
+                lost (`standing`). The i-th is kept as `AGAIN * i + name`.
         """
         timings, key = self.timings(name, precision), (name, precision)
-        if timings and (again is None or self.settled(*key) or time.time() - self._raced_at[key] < RACE_AGAIN_AFTER):
-            return timings[-1]
-        if timings and not again():
-            return timings[-1]
-        timings.append(bool(measure()))
-        self._raced_at[key] = time.time()
-        self.cache.put(AGAIN * (len(timings) - 1) + name, precision, timings[-1])
-        return timings[-1]
+        if not timings or (again is not None and self._due(key) and again()):
+            timings.append(bool(measure()))
+            self._raced_at[key] = time.time()
+            self.cache.put(AGAIN * (len(timings) - 1) + name, precision, timings[-1])
+        return standing(timings)
+
+    def _due(self, key):
+        """Whether the race `key` may be timed again now: unsettled, and long enough after its last timing."""
+        timings = self.timings(*key)
+        return not self.settled(*key) and time.time() - self._raced_at[key] >= RACE_AGAIN_AFTER[len(timings) - 1]
 
     def timings(self, name, precision):
         """The timings of the race `name` in `precision` so far, first first (read from disk once; `race`)."""

@@ -68,50 +68,53 @@ def test_a_race_is_timed_again_a_while_later_where_that_is_cheap_until_two_timin
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     encoder, measured, name = tiny_encoder(seed=6), [], "a>b:32"
     table = self_check.VerdictTable(encoder)
-    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (1e9, 1e9))
     assert table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # too soon to time again
     assert measured == [True] and not table.settled(name, "bfloat16")
-    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (0.0, 1e9))
     assert table.race(name, "bfloat16", timed(measured, False), again=lambda: False)  # not cheap now: it stands
     assert measured == [True] and not table.settled(name, "bfloat16")
-    assert not table.race(name, "bfloat16", timed(measured, False), again=lambda: True)  # lost: the latest stands
+    assert not table.race(name, "bfloat16", timed(measured, False), again=lambda: True)  # they disagree: lost
     assert measured == [True, False] and not table.settled(name, "bfloat16")
-    assert table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # the third timing decides
+    assert not table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # the third waits longer
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (0.0, 0.0))
+    assert table.race(name, "bfloat16", timed(measured, True), again=lambda: True)  # the third decides
     assert measured == [True, False, True] and table.settled(name, "bfloat16")
     assert table.race(name, "bfloat16", timed(measured, False), again=lambda: True)  # settled: no fourth
     assert table.get(name, "bfloat16") is True and table.timings(name, "bfloat16") == [True, False, True]
-    # A loss is timed again too; two losses settle it.
-    assert not table.race("a>b:64", "bfloat16", timed(measured, False), again=lambda: True)
-    assert not table.race("a>b:64", "bfloat16", timed(measured, False), again=lambda: True)
-    assert measured == [True, False, True, False, False] and table.settled("a>b:64", "bfloat16")
-    assert not table.race("a>b:64", "bfloat16", timed(measured, True), again=lambda: True)
+    # A loss is timed again too: two losses settle it, and a loss then a win stand lost until a third.
+    for race, results, won in [("a>b:64", [False, False, True], False), ("a>b:48", [False, True, False], False)]:
+        assert [table.race(race, "bfloat16", timed(measured, r), again=lambda: True) for r in results] == [False] * 3
+        assert table.settled(race, "bfloat16") and table.get(race, "bfloat16") is won
+    assert measured[3:] == [False, False, False, True, False]
     # Without `again`, one timing stands.
     assert not table.race("a>b:one", "bfloat16", timed(measured, False))
-    assert not table.race("a>b:one", "bfloat16", timed(measured, True)) and len(measured) == 6
+    assert not table.race("a>b:one", "bfloat16", timed(measured, True)) and len(measured) == 9
     (stored,) = (tmp_path / "verdicts").iterdir()
     stored = json.loads(stored.read_text())
     assert [stored[f"{self_check.AGAIN * i}{name}/bfloat16"] for i in range(3)] == [True, False, True]
 
     later = self_check.VerdictTable(encoder)  # a later process: every timing from disk, nothing timed
     assert later.race(name, "bfloat16", timed(measured, False), again=lambda: True)
-    assert later.settled(name, "bfloat16") and later.settled("a>b:64", "bfloat16")
-    assert not later.race("a>b:64", "bfloat16", timed(measured, True), again=lambda: True)
+    assert later.settled(name, "bfloat16") and later.settled("a>b:48", "bfloat16")
+    assert not later.race("a>b:48", "bfloat16", timed(measured, True), again=lambda: True)
     assert later.get("a>b:one", "bfloat16") is None and not later.race("a>b:one", "bfloat16", timed(measured, True))
-    assert len(measured) == 6 and later.get("a>b:one", "bfloat16") is False
+    assert len(measured) == 9 and later.get("a>b:one", "bfloat16") is False
 
 
 def test_a_race_stored_by_an_earlier_process_is_timed_again_in_a_later_one(monkeypatch, tmp_path):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
     encoder, measured = tiny_encoder(seed=7), []
-    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (1e9, 1e9))
     assert not self_check.VerdictTable(encoder).race("a>b:128", "float32", timed(measured, False), again=lambda: True)
     second = self_check.VerdictTable(encoder)  # too soon after the file was written: the loss stands
     assert not second.race("a>b:128", "float32", timed(measured, True), again=lambda: True) and measured == [False]
-    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)  # the file is older than that
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (0.0, 1e9))  # the file is older than the first wait
     later = self_check.VerdictTable(encoder)
-    assert later.race("a>b:128", "float32", timed(measured, True), again=lambda: True)  # the loss was false
+    assert not later.race("a>b:128", "float32", timed(measured, True), again=lambda: True)  # a loss, then a win
     assert measured == [False, True] and not later.settled("a>b:128", "float32")
-    third = self_check.VerdictTable(encoder)  # reads both timings: one more decides
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (0.0, 0.0))  # and than the second
+    third = self_check.VerdictTable(encoder)  # reads both timings: a third decides
     assert third.race("a>b:128", "float32", timed(measured, True), again=lambda: True)
     assert measured == [False, True, True] and third.settled("a>b:128", "float32")
     fourth = self_check.VerdictTable(encoder)  # reads all three: settled, nothing timed

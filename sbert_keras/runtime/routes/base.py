@@ -205,7 +205,7 @@ class Route:
         return True
 
     def warm(self, precision):
-        """Whether a race against its query in `precision` would build nothing (that graph was built here)."""
+        """Whether a race of its query in `precision` would build nothing (its graph or interpreter was built here)."""
         return False
 
     def build(self, precision):

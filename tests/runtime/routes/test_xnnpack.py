@@ -289,44 +289,47 @@ def test_the_token_bound_is_bisected_between_the_last_step_won_and_the_first_los
 
 
 @pytest.mark.parametrize(
-    "first, again, third, bounds",
+    "timings, bounds",
     [
-        # A win in a slower spell: 32, 64 won, 128 and the middle 96 lost; timed again, 64 loses (48, the new
-        # middle, too), then loses a third time.
-        ([True, True, False, False], [True, False, False], [False, False], (64, 32, 32)),
-        # A false loss: 32 won, 64 and 48 lost; timed again, 64 wins, so 128 and 96 are raced, and 64 wins a
-        # third time.
-        ([True, False, False], [True, True, False, False], [True, False, False], (32, 64, 64)),
+        # A win in a slower spell: 32, 64 won, 128 and the middle 96 lost. Timed again: 32 won, 64 lost, so the
+        # new middle, 48, is raced (lost); then 64 and 48 lose once more.
+        ([[True, True, False, False], [True, False, False], [False, False]], [64, 32, 32]),
+        # A false loss: 32 won, 64 and 48 lost. Timed again: 32 won, 64 won (it stands lost: the two disagree),
+        # 48 lost; then 64 wins a third time, so 128 and the middle, 96, are raced (lost), then lost again.
+        ([[True, False, False], [True, True, False], [True, False, False], [False, False]], [32, 32, 64, 64]),
     ],
 )
-def test_each_token_race_is_timed_again_later_until_two_timings_agree_and_the_runner_follows(
-    monkeypatch, tmp_path, vnni_encoder, first, again, third, bounds
+def test_each_token_race_is_timed_again_later_until_two_agree_and_the_runner_follows(
+    monkeypatch, tmp_path, vnni_encoder, timings, bounds
 ):
     monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
-    results, raced = iter(first + again + third), []
+    results, raced = iter(sum(timings, [])), []
 
     def race(runner, rival, queries=None, batch=None):
         raced.append(sum(len(texts) for texts in queries))
         return next(results)
 
     monkeypatch.setattr(route_choice, "race", race)
-    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 1e9)
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (1e9, 1e9))
     encoder = vnni_encoder(AVX512_BF16, seed=8)
     runner = encoder.engine.runner_for("float32", "few")
-    assert runner.max_tokens == bounds[0] and len(raced) == len(first)
-    fused = encoder.engine.routes["fused"]
-    assert not fused.warm("float32")  # its query graph was not built: a race would build it
-    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", 0.0)
-    assert runner.max_tokens == bounds[0] and len(raced) == len(first)  # not timed again while that builds a graph
+    assert runner.max_tokens == bounds[0] and len(raced) == len(timings[0])
+    fused, route = encoder.engine.routes["fused"], encoder.engine.routes["xnnpack_float32"]
+    assert route.warm("float32") and not fused.warm("float32")  # the fused query graph is not built yet
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (0.0, 0.0))
+    assert runner.max_tokens == bounds[0] and len(raced) == len(timings[0])  # not timed again: that builds a graph
     fused.build("float32").query(["a few words"])
-    assert fused.warm("float32")
-    assert runner.max_tokens == bounds[1] and len(raced) == len(first + again)  # the latest timings stand
-    assert runner.max_tokens == bounds[2] and len(raced) == len(first + again + third)  # two agree on each
-    assert runner.max_tokens == bounds[2] and len(raced) == len(first + again + third)  # settled: kept
+    interpreter, route.interpreter = route.interpreter, None  # as in a process whose queries never ran XNNPACK
+    assert fused.warm("float32") and not route.warm("float32")
+    assert runner.max_tokens == bounds[0] and len(raced) == len(timings[0])
+    route.interpreter = interpreter
+    for query, bound in enumerate(bounds[1:], 2):  # each query times each unsettled race once more
+        assert runner.max_tokens == bound and len(raced) == len(sum(timings[:query], []))
+    assert runner.max_tokens == bounds[-1] and next(results, None) is None  # settled: kept
 
     later = vnni_encoder(AVX512_BF16, seed=8)  # a later process: the bound from disk, settled
-    assert later.engine.runner_for("float32", "few").max_tokens == bounds[2]
-    assert len(raced) == len(first + again + third) and next(results, None) is None  # nothing timed
+    assert later.engine.runner_for("float32", "few").max_tokens == bounds[-1]
+    assert len(raced) == len(sum(timings, []))  # nothing timed
 
 
 def test_race_queries_fill_a_call_of_the_tokens_raced(vnni_encoder):
