@@ -238,19 +238,15 @@ class RouteChoice:
         largest size it won (0 at first) and the smallest it lost, halve that
         gap. The bound is the largest size it won (0: none).
 
-        Each size is raced again later, where that builds nothing, until
-        two of its races agree (module docstring); the bound is worked out
-        again at each query until every race it rests on is settled, then
-        kept.
+        Each size is raced again later until two of its races agree (module
+        docstring); until then the bound is worked out at each query.
         """
         if not route.token_steps:
             return None
         if (route.name, compute) in self._bounds:
             return self._bounds[route.name, compute]
         rival, names = self.routes[route.builds_on], []
-
-        def cheap():  # a race now builds nothing
-            return route.warm(compute) and rival.warm(compute)
+        sides = (route, rival)  # a race builds nothing where both are warm
 
         def won(tokens):
             def timed():
@@ -258,7 +254,7 @@ class RouteChoice:
                 return race(route.build(compute), rival.build(compute), queries=queries)  # no hand-off
 
             names.append(f"{route.name}>{rival.name}:{tokens}")
-            return self.verdicts.race(names[-1], compute, timed, again=cheap)
+            return self.verdicts.race(names[-1], compute, timed, again=lambda: all(r.warm(compute) for r in sides))
 
         lost = next((tokens for tokens in route.token_steps if not won(tokens)), None)  # races until one is lost
         bound = max((tokens for tokens in route.token_steps if lost is None or tokens < lost), default=0)
