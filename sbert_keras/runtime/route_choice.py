@@ -19,14 +19,14 @@ large calls to the route it builds on races it at each of its
 Each size is raced again, won or lost, at a query where both sides' query
 graphs are built already (`Route.warm`: the race builds nothing), in this
 process or a later one: a minute after the first race
-(`self_check.RACE_AGAIN_AFTER`), and where the two disagree, ten minutes
-after the second, which decides; two races that disagree stand lost
+(`self_check.RACE_AGAIN_AFTER`), and where the two disagree, a third ten
+minutes after the second decides; two races that disagree stand lost
 meanwhile (`VerdictTable.race` with `again`). A machine can run slower for
 minutes and slow one side more than the other, so one race could set the
 bound too high, or too low, for good; a size the route lost stays the
-rival's until the route wins it twice. Until then the bound is worked out again at
-each query (microseconds); once every race it rests on is settled, it is
-kept.
+rival's until the route wins it twice. Until then the bound is worked out
+again at each query (microseconds); once every race it rests on is
+settled, it is kept.
 
 Example:
 ```python
