@@ -3,11 +3,12 @@
 Under `compute="auto"` on an AVX-512 CPU, XNNPACK's float32 route serves a
 call of a few texts up to a bound in padded tokens, raced once per model
 and machine against the bf16 fused graph (`RouteChoice.token_bound`). Each
-race is timed again, won or lost, until two of its timings agree, each
-time at a call at least `self_check.RACE_AGAIN_AFTER` seconds after the
-last where both engines were built in the process already; the latest timing
-stands meanwhile (`VerdictTable.race` with `again`). This runs, for one
-model, processes on one fresh cache folder:
+race is timed again, won or lost, until two of its timings agree, at a
+call where both engines were built in the process already: the second at
+least `self_check.RACE_AGAIN_AFTER[0]` seconds after the first, and where
+the two disagree a third at least `RACE_AGAIN_AFTER[1]` after the second;
+two that disagree stand lost meanwhile (`VerdictTable.race` with
+`again`). This runs, for one model, processes on one fresh cache folder:
 
 1. `cold`: the first few-text call (conversion, checks, the races), then
    one more after each of `--waits` (seconds since the last race stored),

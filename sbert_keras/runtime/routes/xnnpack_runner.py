@@ -74,7 +74,7 @@ class XnnpackRunner(base.Runner):
             builds on the fused graph, the most padded tokens (texts times
             padded length) of a query it runs itself; a callable is asked at
             each query (`RouteChoice.token_bound`, which a later race may
-            lower); None: every query.
+            move); None: every query.
     """
 
     def __init__(self, route, precision, max_tokens=None):
