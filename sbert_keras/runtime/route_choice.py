@@ -1,4 +1,4 @@
-"""Which route serves a request: a filter and a sort over what the routes declare, made once.
+"""Which route serves a request: a filter and a sort over what the routes declare, and timed races.
 
 Why this exists: the routes describe themselves (`routes.base.Route`: the
 compute paths and size classes they serve, what the host must offer, their
@@ -11,22 +11,25 @@ that passes its self-check serves (`select`, kept per (compute, size
 class)). The verdicts live in the one `self_check.VerdictTable`, so a route
 that fails warns once and the next one serves. Under `"auto"`, a route that
 `races` others serves only where it answered faster than each of them in a
-timed race on this machine (`race`, kept with the verdicts): `"auto"` picks
-no path slower than another that passes its check. A route that hands
-large calls to the route it builds on races it at each of its
+timed race on this machine (`race`; `Races`, kept with the verdicts):
+`"auto"` picks no path slower than another that passes its check. A route
+that hands large calls to the route it builds on races it at each of its
 `token_steps` instead, and then between the sizes where it won and lost
-(`token_bound`); its runner gets the bound (`build`), asked at each query.
-Each size is raced again, won or lost, at a query where both sides' query
-graphs are built already (`Route.warm`: the race builds nothing), in this
-process or a later one: a minute after the first race
-(`self_check.RACE_AGAIN_AFTER`), and where the two disagree, a third ten
-minutes after the second decides; two races that disagree stand lost
-meanwhile (`VerdictTable.race` with `again`). A machine can run slower for
-minutes and slow one side more than the other, so one race could set the
-bound too high, or too low, for good; a size the route lost stays the
-rival's until the route wins it twice. Until then the bound is worked out
-again at each query (microseconds); once every race it rests on is
-settled, it is kept.
+(`Races.token_bound`); its runner gets the bound (`build`), asked at each
+query.
+
+Every race, of a size class or of a call size, is timed again, won or
+lost, at a request where both sides' graphs for it are built already
+(`Route.warm`: the race builds nothing), in this process or a later one: a
+minute after the first timing (`self_check.RACE_AGAIN_AFTER`), and where
+the two disagree, a third ten minutes after the second decides; two
+timings that disagree stand lost meanwhile (`VerdictTable.race` with
+`again`). A machine can run slower for minutes and slow one side more than
+the other, so one race could set a choice or a bound wrong for good; a race
+the route lost stays the rival's until the route wins it twice. Until every
+race it rests on is settled, a choice is made again a minute after it was
+made (`RECHOOSE_AFTER`), and a bound is worked out again at each query
+(microseconds); once settled, each is kept.
 
 Example:
 ```python
@@ -35,6 +38,7 @@ route, compute = choice.select("auto", "batch")  # the fused route, "float32"
 ```
 """
 
+import math
 import statistics
 import time
 import warnings
@@ -58,8 +62,10 @@ from sbert_keras.utils.defaults import COMPUTES
 RACE_TEXTS = int8_quantization.CALIBRATION_SENTENCES[:4]
 RACE_ROUNDS, RACE_BATCH_ROWS = 5, 32
 # Races that halve the gap between the last of `token_steps` a route won and the first it lost
-# (`RouteChoice.token_bound`), each at its middle: one puts the bound within half that gap of the crossing.
+# (`Races.token_bound`), each at its middle: one puts the bound within half that gap of the crossing.
 TOKEN_BISECTIONS = 1
+# Seconds a choice resting on an unsettled race is kept before `select` makes it again (races due then are timed).
+RECHOOSE_AFTER = self_check.RACE_AGAIN_AFTER[0]
 
 
 def resolve_compute(compute, host=None):
@@ -141,6 +147,78 @@ def runnable_compute(compute, host, encoder, warned):
     return runs
 
 
+class Races:
+    """The timed races of one engine's routes on this machine, and the token bounds they set (module docstring).
+
+    Args:
+        encoder: a `SentenceEncoder`.
+        routes: its engine's routes, `{name: route}`.
+        verdicts: its engine's `self_check.VerdictTable`, where the races are kept.
+
+    Example:
+    ```python
+    races = Races(encoder, routes, verdicts)
+    races.won(xla_route, fused_route, "float32", "one")  # timed at first, then remembered
+    ```
+    """
+
+    def __init__(self, encoder, routes, verdicts):
+        self.encoder, self.routes, self.verdicts = encoder, routes, verdicts
+        self._bounds = {}  # (route name, compute) -> its settled `token_bound`
+
+    def won(self, route, rival, compute, size, tokens=None, asked=None):
+        """Whether `route` stands won against `rival` for `size` texts, or one call of `tokens` padded tokens.
+
+        The race (`race`) is kept with the verdicts as `"route>rival:size"`
+        (or `:tokens`) and timed again where both sides are `warm`
+        (`VerdictTable.race` with `again`); `(name, compute)` is appended
+        to `asked` (a list) where given.
+        """
+
+        def timed():  # a route with `token_steps` is built unbounded here: no hand-off
+            batch = race_batch(self.encoder) if size == "batch" else None
+            queries = race_queries(self.encoder, size, tokens)
+            return race(route.build(compute), rival.build(compute), queries=queries, batch=batch)
+
+        name = f"{route.name}>{rival.name}:{size if tokens is None else tokens}"
+        asked is None or asked.append((name, compute))
+        warm = lambda: route.warm(compute, size) and rival.warm(compute, size)  # noqa: E731
+        return self.verdicts.race(name, compute, timed, again=warm)
+
+    def token_bound(self, route, compute):
+        """The most padded tokens of a call `route` runs itself in `compute`; None without `token_steps`.
+
+        Each of its `token_steps`, smallest first, is a race (`won`): one
+        query of that many tokens through the route against the route it
+        `builds_on`, until it loses one. Then
+        `TOKEN_BISECTIONS` races, each at the middle of the gap between the
+        largest size it won (0 at first) and the smallest it lost, halve that
+        gap. The bound is the largest size it won (0: none). Until every race
+        it rests on is settled (module docstring), it is worked out again at
+        each query.
+        """
+        if not route.token_steps:
+            return None
+        if self.bound_settled(route, compute):
+            return self._bounds[route.name, compute]
+        rival, asked = self.routes[route.builds_on], []
+        won = lambda tokens: self.won(route, rival, compute, "few", tokens, asked)  # noqa: E731
+        lost = next((tokens for tokens in route.token_steps if not won(tokens)), None)  # races until one is lost
+        bound = max((tokens for tokens in route.token_steps if lost is None or tokens < lost), default=0)
+        for _ in range(TOKEN_BISECTIONS if lost else 0):
+            middle = (bound + lost) // 2
+            if middle in (bound, lost):
+                break
+            bound, lost = (middle, lost) if won(middle) else (bound, middle)
+        if all(self.verdicts.settled(*race) for race in asked):
+            self._bounds[route.name, compute] = bound
+        return bound
+
+    def bound_settled(self, route, compute):
+        """Whether the `token_bound` of `route` in `compute` rests on settled races only (and is kept)."""
+        return (route.name, compute) in self._bounds
+
+
 class RouteChoice:
     """The routes of one encoder on one host, their verdicts and the route chosen per request (module docstring).
 
@@ -154,9 +232,9 @@ class RouteChoice:
         self.encoder, self.graphs, self.host = encoder, graphs, host
         self.verdicts = self_check.VerdictTable(encoder, host)
         self.routes = {route.name: route(graphs, host) for route in base.registered()}
-        self._choices = {}  # (requested compute, size, exportable only) -> (route, compute)
+        self._choices = {}  # (requested compute, size, exportable only) -> ((route, compute), kept until)
         self._warned = set()  # compute paths run as another (`runnable_compute`), warned about once
-        self._bounds = {}  # (route name, compute) -> its settled `token_bound`
+        self.races = Races(encoder, self.routes, self.verdicts)
 
     def computes(self, compute):
         """The resolved compute paths tried for `compute`, in order.
@@ -201,14 +279,15 @@ class RouteChoice:
             return False
         return self.verdicts.verdict(name, checked_in, lambda: route.check(checked_in))
 
-    def outruns(self, route, compute, requested, size):
+    def outruns(self, route, compute, requested, size, raced):
         """Whether `route` may serve `size` texts in `compute` for `requested`, as far as speed goes.
 
         Always, unless `requested` is `"auto"` and the route `races` others
-        that serve the same and pass their checks: then whether it won the
-        race against each (`race`, timed once, kept with the verdicts). The
-        route it builds on, where it has `token_steps`, is raced per call
-        size instead: it serves if its bound is above 0 (`token_bound`).
+        that serve the same and pass their checks: then whether it stands
+        won against each (`Races.won`). The route it builds on, where it
+        has `token_steps`, is raced per call size instead: it serves if its
+        bound is above 0 (`Races.token_bound`). Each race asked is appended
+        to `raced` (a list) as `(name, compute)`; an unsettled bound as None.
         """
         if requested not in (None, "auto"):
             return True
@@ -218,75 +297,41 @@ class RouteChoice:
                 continue
             if (route.token_steps and name == route.builds_on) or not self.passes(rival.name, compute):
                 continue
-
-            def timed(rival=rival):
-                batch = race_batch(self.encoder) if size == "batch" else None
-                queries = race_queries(self.encoder, size)
-                return race(route.build(compute), rival.build(compute), queries=queries, batch=batch)
-
-            if not self.verdicts.race(f"{route.name}>{rival.name}:{size}", compute, timed):
+            if not self.races.won(route, rival, compute, size, asked=raced):
                 return False
-        return not route.token_steps or self.token_bound(route, compute) > 0
-
-    def token_bound(self, route, compute):
-        """The most padded tokens of a call `route` runs itself in `compute`; None without `token_steps`.
-
-        Each of its `token_steps`, smallest first, is a race (`race`, timed
-        once, kept with the verdicts): one query of that many tokens through
-        the route against the route it `builds_on`, until it loses one. Then
-        `TOKEN_BISECTIONS` races, each at the middle of the gap between the
-        largest size it won (0 at first) and the smallest it lost, halve that
-        gap. The bound is the largest size it won (0: none).
-
-        Each size is raced again later until two of its races agree (module
-        docstring); until then the bound is worked out at each query.
-        """
         if not route.token_steps:
-            return None
-        if (route.name, compute) in self._bounds:
-            return self._bounds[route.name, compute]
-        rival, names = self.routes[route.builds_on], []
-        sides = (route, rival)  # a race builds nothing where both are warm
-
-        def won(tokens):
-            def timed():
-                queries = race_queries(self.encoder, "few", tokens)
-                return race(route.build(compute), rival.build(compute), queries=queries)  # no hand-off
-
-            names.append(f"{route.name}>{rival.name}:{tokens}")
-            return self.verdicts.race(names[-1], compute, timed, again=lambda: all(r.warm(compute) for r in sides))
-
-        lost = next((tokens for tokens in route.token_steps if not won(tokens)), None)  # races until one is lost
-        bound = max((tokens for tokens in route.token_steps if lost is None or tokens < lost), default=0)
-        for _ in range(TOKEN_BISECTIONS if lost else 0):
-            middle = (bound + lost) // 2
-            if middle in (bound, lost):
-                break
-            bound, lost = (middle, lost) if won(middle) else (bound, middle)
-        if all(self.verdicts.settled(name, compute) for name in names):
-            self._bounds[route.name, compute] = bound
-        return bound
+            return True
+        bound = self.races.token_bound(route, compute)
+        if not self.races.bound_settled(route, compute):
+            raced.append(None)
+        return bound > 0
 
     def build(self, route, compute):
-        """`route`'s `Runner` in `compute`; with `token_steps`, bounded by its `token_bound` (asked at each query)."""
-        bounded = route.token_steps and (lambda: self.token_bound(route, compute))
+        """`route`'s `Runner` in `compute`; with `token_steps`, bounded by `Races.token_bound` (asked at each query)."""
+        bounded = route.token_steps and (lambda: self.races.token_bound(route, compute))
         return route.build(compute, bounded) if bounded else route.build(compute)
 
     def select(self, compute="auto", size="batch", exportable=False):
-        """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), chosen once.
+        """`(route, resolved compute)` for `size` texts (`routes.base.SIZES`), kept once its races are settled.
 
         `exportable`: only routes a SavedModel can hold in the path (the export's `plan`).
+        A choice that rests on a race not yet settled is made again
+        `RECHOOSE_AFTER` seconds later (module docstring).
 
         Raises:
             LookupError: no route serves it (`"int8"` with `exportable`).
         """
         key = (compute, size, exportable)
-        if key not in self._choices:
-            for route, resolved in self.candidates(compute, size, exportable):
-                if self.passes(route.name, resolved) and self.outruns(route, resolved, compute, size):
-                    self._choices[key] = (route, resolved)
-                    break
-            else:  # the Keras graph serves every float path, so only a path no route exports gets here
-                held = "a SavedModel can hold " if exportable else ""
-                raise LookupError(f"no route {held}serves compute={compute!r} for {self.encoder.name!r}.")
-        return self._choices[key]
+        choice, until = self._choices.get(key, (None, 0.0))
+        if choice is not None and time.time() < until:
+            return choice
+        raced = []
+        for route, resolved in self.candidates(compute, size, exportable):
+            if self.passes(route.name, resolved) and self.outruns(route, resolved, compute, size, raced):
+                break
+        else:  # the Keras graph serves every float path, so only a path no route exports gets here
+            held = "a SavedModel can hold " if exportable else ""
+            raise LookupError(f"no route {held}serves compute={compute!r} for {self.encoder.name!r}.")
+        settled = all(asked is not None and self.verdicts.settled(*asked) for asked in raced)
+        self._choices[key] = ((route, resolved), math.inf if settled else time.time() + RECHOOSE_AFTER)
+        return route, resolved

@@ -20,9 +20,12 @@ What a route declares (class attributes and cheap methods; no graph runs):
   flags, TFLite, an encoder the fused graph reproduces);
 - `fast(precision)`: whether `compute="auto"` may pick it in `precision`;
 - `races`: the routes it must outrun to serve under `"auto"` (each timed
-  once on this machine, `route_choice.race`; one that does not serve the
-  same size and compute, or fails its check, is no rival): a route whose
-  speed over the others depends on the model's size and the CPU;
+  on this machine, `route_choice.race`, and again later until two timings
+  agree; one that does not serve the same size and compute, or fails its
+  check, is no rival): a route whose speed over the others depends on the
+  model's size and the CPU;
+- `warm(precision, size)`: whether its graphs for a race of that size were
+  built in this process, so that timing the race again builds nothing;
 - `exportable`, and `forward(precision)`: the compute paths a SavedModel
   can hold it in (float ones only: `defaults.EXPORT_COMPUTES`), and the
   TensorFlow forward pass it stores;
@@ -34,8 +37,8 @@ What a route declares (class attributes and cheap methods; no graph runs):
   it stands in for that route's runner;
 - `token_steps`: for a route that `builds_on` another, the padded sizes of
   one call (texts times padded length) at which it races that route, each
-  once per machine (a win twice, a while apart), then sizes between the
-  last it won and the first it lost (`route_choice.RouteChoice.token_bound`): its runner hands a call of
+  until two timings agree, then sizes between the
+  last it won and the first it lost (`route_choice.Races.token_bound`): its runner hands a call of
   more tokens than the largest size it won to that route, the two engines'
   crossover measured, not guessed.
 
@@ -204,8 +207,8 @@ class Route:
         """Whether it computes what the float32 Keras graph does (warns when not)."""
         return True
 
-    def warm(self, precision):
-        """Whether a race of its query in `precision` would build nothing (its graph or interpreter was built here)."""
+    def warm(self, precision, size):
+        """Whether a race of `size` texts in `precision` would build nothing (its graph was built here)."""
         return False
 
     def build(self, precision):

@@ -132,6 +132,11 @@ class XlaQueryRoute(base.Route):
             )
         return passed
 
+    def warm(self, precision, size):
+        """Whether a query in `precision` ran here: its graph, with the programs the check compiled, is built."""
+        wrapped = self._wrapped.get(self.graphs.functions.get(("fused", precision)))
+        return wrapped is not None and self.graphs.strings.built(wrapped)
+
     def wrap(self, run):
         """`run(token_ids, mask)` that sends one short text to the compiled graph, the rest to `run`."""
         if run in self._wrapped:

@@ -253,8 +253,8 @@ class XnnpackRoute(base.Route):
             self.interpreter = Runner(model, weights.version, weights.values().token_table)
         return self.interpreter
 
-    def warm(self, precision):
-        """Whether its interpreter was built in this process (by its check or a query), so a race builds nothing."""
+    def warm(self, precision, size):
+        """Whether its interpreter was built in this process (by its check or a call), so a race builds nothing."""
         return self.interpreter is not None
 
     def build(self, precision, max_tokens=None):

@@ -4,7 +4,7 @@ An XNNPACK query is tokenised, padded and checked for weights written
 behind Keras' back in one TensorFlow graph call (the strings graph
 `padded_ids`), then run by the TFLite interpreter. Where the float32 route
 `builds_on` the fused graph (a CPU with AVX-512), a call of more padded
-tokens than its races allow (`RouteChoice.token_bound`) runs the fused
+tokens than its races allow (`Races.token_bound`) runs the fused
 graph instead: on the ids the first call padded, in a second call that
 checks that graph's weights too (`checked_forward`), or at once, without
 the first call, where the words alone show the call too large
@@ -73,7 +73,7 @@ class XnnpackRunner(base.Runner):
         max_tokens: int, a callable returning one, or None. Where the route
             builds on the fused graph, the most padded tokens (texts times
             padded length) of a query it runs itself; a callable is asked at
-            each query (`RouteChoice.token_bound`, which a later race may
+            each query (`Races.token_bound`, which a later race may
             move); None: every query.
     """
 

@@ -9,6 +9,7 @@ import contextlib
 import io
 import re
 import threading
+import types
 import warnings
 
 import keras_hub
@@ -263,7 +264,7 @@ def test_on_an_avx512_cpu_the_token_races_set_what_the_interpreter_runs(monkeypa
     # Then `TOKEN_BISECTIONS` (1) race at the middle of the gap between the last won and the first lost (lost here).
     lost = expected[-1] if bound < xnnpack.TOKEN_STEPS[-1] else None
     expected += [] if lost is None else [(bound + lost) // 2]
-    assert engine.choice.token_bound(route, "bfloat16") == bound
+    assert engine.choice.races.token_bound(route, "bfloat16") == bound
     assert raced == [f"xnnpack_float32>fused:{s}" for s in expected]  # smallest first, up to the first lost
     # Under "auto" it serves where it won the smallest call; a named path takes it anyway, bounded.
     served = "xnnpack_float32" if bound else "xla"
@@ -282,7 +283,7 @@ def test_the_token_bound_is_bisected_between_the_last_step_won_and_the_first_los
     names = []
     monkeypatch.setattr(route_choice, "TOKEN_BISECTIONS", bisections)
     monkeypatch.setattr(encoder.engine.verdicts, "race", won_up_to(crossing, names))
-    assert encoder.engine.choice.token_bound(encoder.engine.routes["xnnpack_float32"], "bfloat16") == bound
+    assert encoder.engine.choice.races.token_bound(encoder.engine.routes["xnnpack_float32"], "bfloat16") == bound
     steps = [s for s in xnnpack.TOKEN_STEPS if s <= crossing] + [s for s in xnnpack.TOKEN_STEPS if s > crossing][:1]
     assert names == [f"xnnpack_float32>fused:{s}" for s in steps + raced]
     assert encoder.engine.runner_for("float32", "few").max_tokens == bound
@@ -315,12 +316,12 @@ def test_each_token_race_is_timed_again_later_until_two_agree_and_the_runner_fol
     runner = encoder.engine.runner_for("float32", "few")
     assert runner.max_tokens == bounds[0] and len(raced) == len(timings[0])
     fused, route = encoder.engine.routes["fused"], encoder.engine.routes["xnnpack_float32"]
-    assert route.warm("float32") and not fused.warm("float32")  # the fused query graph is not built yet
+    assert route.warm("float32", "few") and not fused.warm("float32", "few")  # the fused query graph is not built yet
     monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (0.0, 0.0))
     assert runner.max_tokens == bounds[0] and len(raced) == len(timings[0])  # not timed again: that builds a graph
     fused.build("float32").query(["a few words"])
     interpreter, route.interpreter = route.interpreter, None  # as in a process whose queries never ran XNNPACK
-    assert fused.warm("float32") and not route.warm("float32")
+    assert fused.warm("float32", "few") and not route.warm("float32", "few")
     assert runner.max_tokens == bounds[0] and len(raced) == len(timings[0])
     route.interpreter = interpreter
     for query, bound in enumerate(bounds[1:], 2):  # each query times each unsettled race once more
@@ -330,6 +331,26 @@ def test_each_token_race_is_timed_again_later_until_two_agree_and_the_runner_fol
     later = vnni_encoder(AVX512_BF16, seed=8)  # a later process: the bound from disk, settled
     assert later.engine.runner_for("float32", "few").max_tokens == bounds[-1]
     assert len(raced) == len(sum(timings, []))  # nothing timed
+
+
+def test_a_bound_of_0_is_raced_again_and_the_few_text_choice_follows(monkeypatch, vnni_encoder):
+    # 32 and the middle, 16, lost; timed again, both won (they stand lost: the two disagree); then 32 wins a
+    # third time, so 64 and the middle, 48, are raced (lost): the bound is 32 and XNNPACK serves a few texts.
+    results, now = iter([False, False, True, True, True, False, False]), [0.0]
+    monkeypatch.setattr(route_choice, "race", lambda runner, rival, **_: next(results))
+    monkeypatch.setattr(route_choice, "time", types.SimpleNamespace(time=lambda: now[0]))  # the choice's clock
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (0.0, 0.0))
+    encoder = vnni_encoder(AVX512_BF16)
+    engine = encoder.engine
+    assert engine.select("auto", "few") == (engine.routes["fused"], "bfloat16")  # bound 0
+    engine.routes["fused"].build("bfloat16").query(["a few words"])  # as the fused graph's first query does
+    for served in ("fused", "xnnpack_float32"):  # the choice made again, each race timed once more
+        now[0] += route_choice.RECHOOSE_AFTER
+        assert engine.select("auto", "few")[0].name == served
+    timings = {size: engine.verdicts.timings(f"xnnpack_float32>fused:{size}", "bfloat16") for size in (32, 16, 64, 48)}
+    assert timings == {32: [False, True, True], 16: [False, True], 64: [False], 48: [False]}
+    monkeypatch.setattr(self_check, "RACE_AGAIN_AFTER", (1e9, 1e9))  # none due: the runner reads the bound
+    assert engine.runner_for("auto", "few").max_tokens == 32 and next(results, None) is None
 
 
 def test_race_queries_fill_a_call_of_the_tokens_raced(vnni_encoder):
