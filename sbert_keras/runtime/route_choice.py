@@ -190,12 +190,11 @@ class Races:
 
         Each of its `token_steps`, smallest first, is a race (`won`): one
         query of that many tokens through the route against the route it
-        `builds_on`, until it loses one. Then
-        `TOKEN_BISECTIONS` races, each at the middle of the gap between the
-        largest size it won (0 at first) and the smallest it lost, halve that
-        gap. The bound is the largest size it won (0: none). Until every race
-        it rests on is settled (module docstring), it is worked out again at
-        each query.
+        `builds_on`, until it loses one. Then `TOKEN_BISECTIONS` races, each
+        at the middle of the gap between the largest size it won (0 at
+        first) and the smallest it lost, halve that gap. The bound is the
+        largest size it won (0: none). Until every race it rests on is
+        settled (module docstring), it is worked out again at each query.
         """
         if not route.token_steps:
             return None

@@ -36,11 +36,11 @@ What a route declares (class attributes and cheap methods; no graph runs):
   runs too: that route's verdicts must pass first, and a runner built for
   it stands in for that route's runner;
 - `token_steps`: for a route that `builds_on` another, the padded sizes of
-  one call (texts times padded length) at which it races that route, each
-  until two timings agree, then sizes between the
-  last it won and the first it lost (`route_choice.Races.token_bound`): its runner hands a call of
-  more tokens than the largest size it won to that route, the two engines'
-  crossover measured, not guessed.
+  one call (texts times padded length) at which it races that route, then
+  sizes between the last it won and the first it lost, each timed until two
+  timings agree (`route_choice.Races.token_bound`): its runner hands a call
+  of more tokens than the largest size it won to that route, the two
+  engines' crossover measured, not guessed.
 
 `build(precision)` gives its `Runner`: one call for a few texts (`query`)
 and one for batches (`batch`); a route with `token_steps` takes
