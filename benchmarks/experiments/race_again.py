@@ -1,8 +1,8 @@
 """Races timed again: what it costs, and a bound or a choice set too high or too low coming right.
 
 Under `compute="auto"` on an AVX-512 CPU, XNNPACK's float32 route serves a
-call of a few texts up to a bound in padded tokens, raced once per model
-and machine against the bf16 fused graph (`Races.token_bound`). Each
+call of a few texts up to a bound in padded tokens, raced per model and
+machine against the bf16 fused graph (`Races.token_bound`). Each
 race is timed again, won or lost, until two of its timings agree, at a
 call where both engines were built in the process already: the second at
 least `self_check.RACE_AGAIN_AFTER[0]` seconds after the first, and where

@@ -81,6 +81,7 @@ def test_a_choice_resting_on_an_unsettled_race_is_made_again_and_the_race_timed_
     xla, fused = engine.routes["xla"], engine.routes["fused"]
     assert not any(route.warm("float32", size) for route in (xla, fused) for size in ("one", "batch"))
     assert chosen(0) is fused and len(raced) == 1  # lost once
+    assert fused.warm("float32", "batch") and not fused.warm("float32", "one")  # the check traced the fused graph
     assert chosen(route_choice.RECHOOSE_AFTER - 1) is fused and len(raced) == 1  # the choice is kept a while
     assert chosen(1) is fused and len(raced) == 1  # made again, but no race: the stand-in built no graph
     xla.build("float32").query(["a few words"]), fused.build("float32").query(["a few words"])
