@@ -148,10 +148,13 @@ class VerdictCache:
 
     def get(self, name, precision):
         """The stored verdict of path `name` in `precision` (True or False), or None."""
-        if self.path() is None:
-            return None
-        verdict = self._read().get(f"{name}/{precision}")
-        return verdict if isinstance(verdict, bool) else None
+        return self.get_all([name], precision)[0]
+
+    def get_all(self, names, precision):
+        """The stored verdicts of `names` in `precision` (True, False or None each), from one read of the file."""
+        stored = {} if self.path() is None else self._read()
+        verdicts = [stored.get(f"{name}/{precision}") for name in names]
+        return [verdict if isinstance(verdict, bool) else None for verdict in verdicts]
 
     def verdict(self, name, precision, check):
         """The verdict of path `name` in `precision`: stored, or `check()` (then stored).

@@ -181,11 +181,12 @@ class Races:
             return race(route.build(compute), rival.build(compute), queries=queries, batch=batch)
 
         name = f"{route.name}>{rival.name}:{size if tokens is None else tokens}"
-        asked is None or asked.append((name, compute))
+        if asked is not None:
+            asked.append((name, compute))
         warm = lambda: route.warm(compute, size) and rival.warm(compute, size)  # noqa: E731
         return self.verdicts.race(name, compute, timed, again=warm)
 
-    def token_bound(self, route, compute):
+    def token_bound(self, route, compute, asked=None):
         """The most padded tokens of a call `route` runs itself in `compute`; None without `token_steps`.
 
         Each of its `token_steps`, smallest first, is a race (`won`): one
@@ -194,14 +195,15 @@ class Races:
         at the middle of the gap between the largest size it won (0 at
         first) and the smallest it lost, halve that gap. The bound is the
         largest size it won (0: none). Until every race it rests on is
-        settled (module docstring), it is worked out again at each query.
+        settled (module docstring), it is worked out again at each query,
+        and those races are appended to `asked` (a list) where given (`won`).
         """
         if not route.token_steps:
             return None
-        if self.bound_settled(route, compute):
+        if (route.name, compute) in self._bounds:
             return self._bounds[route.name, compute]
-        rival, asked = self.routes[route.builds_on], []
-        won = lambda tokens: self.won(route, rival, compute, "few", tokens, asked)  # noqa: E731
+        rival, raced = self.routes[route.builds_on], []
+        won = lambda tokens: self.won(route, rival, compute, "few", tokens, raced)  # noqa: E731
         lost = next((tokens for tokens in route.token_steps if not won(tokens)), None)  # races until one is lost
         bound = max((tokens for tokens in route.token_steps if lost is None or tokens < lost), default=0)
         for _ in range(TOKEN_BISECTIONS if lost else 0):
@@ -209,13 +211,11 @@ class Races:
             if middle in (bound, lost):
                 break
             bound, lost = (middle, lost) if won(middle) else (bound, middle)
-        if all(self.verdicts.settled(*race) for race in asked):
+        if all(self.verdicts.settled(*race) for race in raced):
             self._bounds[route.name, compute] = bound
+        elif asked is not None:
+            asked.extend(raced)
         return bound
-
-    def bound_settled(self, route, compute):
-        """Whether the `token_bound` of `route` in `compute` rests on settled races only (and is kept)."""
-        return (route.name, compute) in self._bounds
 
 
 class RouteChoice:
@@ -286,7 +286,7 @@ class RouteChoice:
         won against each (`Races.won`). The route it builds on, where it
         has `token_steps`, is raced per call size instead: it serves if its
         bound is above 0 (`Races.token_bound`). Each race asked is appended
-        to `raced` (a list) as `(name, compute)`; an unsettled bound as None.
+        to `raced` (a list) as `(name, compute)` (a settled bound's: none).
         """
         if requested not in (None, "auto"):
             return True
@@ -298,12 +298,7 @@ class RouteChoice:
                 continue
             if not self.races.won(route, rival, compute, size, asked=raced):
                 return False
-        if not route.token_steps:
-            return True
-        bound = self.races.token_bound(route, compute)
-        if not self.races.bound_settled(route, compute):
-            raced.append(None)
-        return bound > 0
+        return not route.token_steps or self.races.token_bound(route, compute, raced) > 0
 
     def build(self, route, compute):
         """`route`'s `Runner` in `compute`; with `token_steps`, bounded by `Races.token_bound` (asked at each query)."""
@@ -331,6 +326,6 @@ class RouteChoice:
         else:  # the Keras graph serves every float path, so only a path no route exports gets here
             held = "a SavedModel can hold " if exportable else ""
             raise LookupError(f"no route {held}serves compute={compute!r} for {self.encoder.name!r}.")
-        settled = all(asked is not None and self.verdicts.settled(*asked) for asked in raced)
+        settled = all(self.verdicts.settled(*asked) for asked in raced)
         self._choices[key] = ((route, resolved), math.inf if settled else time.time() + RECHOOSE_AFTER)
         return route, resolved

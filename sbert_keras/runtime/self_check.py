@@ -212,12 +212,8 @@ class VerdictTable:
         """The timings of the race `name` in `precision` so far, first first (read from disk once; `race`)."""
         key = (name, precision)
         if key not in self._races:
-            self._races[key] = []
-            for again in range(RACE_TIMINGS):
-                won = self.cache.get(AGAIN * again + name, precision)
-                if won is None:
-                    break
-                self._races[key].append(won)
+            stored = self.cache.get_all([AGAIN * i + name for i in range(RACE_TIMINGS)], precision) + [None]
+            self._races[key] = stored[: stored.index(None)]
             if self._races[key]:
                 self._raced_at[key] = self.cache.written_at() or time.time()  # stored then or before
         return self._races[key]
