@@ -1,9 +1,10 @@
 """Reads of TensorFlow's private modules, each checked against TensorFlow 2.21.0.
 
-Why this exists: oneDNN's fused ops (`_MklLayerNorm`, `_QuantizedMatMul`)
-have a leading underscore, so `tf.raw_ops` does not list them; they are
-built inside a graph through TensorFlow's private op-definition library
-(`op_def_library._apply_op_helper`), and whether a build registers them is
+Why this exists: oneDNN's fused ops (`_MklLayerNorm`, `_QuantizedMatMul`,
+`_MklNativeFusedMatMul`) have a leading underscore, so `tf.raw_ops` does
+not list them; they are built inside a graph through TensorFlow's private
+op-definition library (`op_def_library._apply_op_helper`, and
+`Operation._set_attr` for a kernel label), and whether a build registers them is
 asked of `op_def_registry`. Both live in `tensorflow.python.framework`,
 which is not public API, so every such use goes through this module.
 
@@ -45,20 +46,27 @@ def op_registered(op_type):
     return op_def_registry.get(op_type) is not None
 
 
-def apply_op(op_type, name, **arguments):
+def apply_op(op_type, name, kernel_label=None, **arguments):
     """Adds one op of `op_type` to the graph being traced; returns the `tf.Operation`.
 
     TensorFlow 2.21.0 `op_def_library._apply_op_helper`: inputs and
-    attributes are given by their names in the op's definition.
+    attributes are given by their names in the op's definition. A kernel
+    registered under a label (`_MklNativeFusedMatMul`'s `"MklNameChangeOp"`)
+    is selected by the node's `_kernel` attribute, which no op definition
+    lists: it is set with TensorFlow 2.21.0 `Operation._set_attr`.
 
     Args:
         op_type: str. The registered op name (e.g. `"_MklLayerNorm"`).
         name: str. The node's name.
+        kernel_label: str or None. The label of the kernel to run.
         **arguments: the op's inputs and attributes.
     """
+    from tensorflow.core.framework import attr_value_pb2
     from tensorflow.python.framework import op_def_library
 
     _, _, op, _ = op_def_library._apply_op_helper(op_type, name=name, **arguments)
+    if kernel_label is not None:
+        op._set_attr("_kernel", attr_value_pb2.AttrValue(s=kernel_label.encode()))
     return op
 
 

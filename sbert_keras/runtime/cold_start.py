@@ -57,7 +57,7 @@ KEY_SAMPLES = 65536
 # The revision of the self-checks' probes and gates (`self_check`) and of the fused graph they
 # judge, part of the key: a verdict reached by another probe or on another graph, or a model
 # converted from another graph (`converted_model`), is not reused.
-CHECKS_REVISION = 4
+CHECKS_REVISION = 5
 # Converted model files kept on disk (`converted_model`); the least recently used go first.
 CONVERTED_KEPT = 4
 cache_dir = tf_startup.cache_dir

@@ -47,6 +47,7 @@ from sbert_keras.runtime.fused_support import block_sublayers
 from sbert_keras.runtime.kernels import int8_quantization
 from sbert_keras.runtime.kernels import onednn_int8
 from sbert_keras.runtime.kernels import onednn_layer_norm
+from sbert_keras.runtime.kernels import onednn_matmul
 from sbert_keras.utils.backends import tensorflow as tf
 
 SAMPLES_PER_VARIABLE = 32
@@ -80,15 +81,20 @@ def dense(x, weights, activation=None, policy=None):
 
     Args:
         x: float tensor `(rows, in)`.
-        weights: `DenseWeights` (the matmul runs in the kernel's dtype) or
-            int8 weights (`onednn_int8.int8_dense`: oneDNN int8 matmul, float32 out).
+        weights: `DenseWeights` (the matmul runs in the kernel's dtype;
+            bf16 through `onednn_matmul.constant_dense` where `policy` says
+            `constant_bf16`) or int8 weights
+            (`onednn_int8.int8_dense`: oneDNN int8 matmul, float32 out).
         activation: callable or None.
         policy: an `onednn_int8.MatmulPolicy`, or None (int8 weights as this machine allows).
     """
     if isinstance(weights, onednn_int8.INT8_WEIGHT_TYPES):
         return onednn_int8.int8_dense(x, weights, activation, policy)
     kernel, bias = weights.kernel, weights.bias
-    y = tf.nn.bias_add(tf.matmul(tf.cast(x, kernel.dtype), kernel), bias)
+    x = tf.cast(x, kernel.dtype)
+    if policy is not None and policy.constant_bf16 and kernel.dtype == tf.bfloat16:
+        return onednn_matmul.constant_dense(x, kernel, bias, activation)
+    y = tf.nn.bias_add(tf.matmul(x, kernel), bias)
     return y if activation is None else activation(y)
 
 

@@ -9,8 +9,8 @@ per encoder:
 - the fused weights of each precision (`fused_weights`: cast and fused once,
   refreshed when the source weights change; int8 calibrated and quantized);
 - the traced forward passes (`traced`): the fused graph of a precision
-  (`fused_function`, int8's traced per weights version so that oneDNN may
-  keep its weights' layout) and the Keras graph (`keras_function`: the
+  (`fused_function`, int8's and bf16's traced per weights version so that
+  oneDNN may keep its weights' layout) and the Keras graph (`keras_function`: the
   functional model's pooled output, or a copy of it under a mixed policy);
 - the strings-in query functions over them (`strings`).
 
@@ -26,6 +26,7 @@ from sbert_keras.runtime import fused_support
 from sbert_keras.runtime import strings_graph
 from sbert_keras.runtime.kernels import int8_quantization
 from sbert_keras.runtime.kernels import onednn_int8
+from sbert_keras.runtime.kernels import onednn_matmul
 from sbert_keras.utils import hardware
 from sbert_keras.utils.backends import tensorflow as tf
 
@@ -178,19 +179,31 @@ class EncoderGraphs:
         """The traced fused graph of `precision` over `weights` (default: synced), unchecked.
 
         int8's runs oneDNN's op with constant weights where the host allows
-        (`onednn_int8.MatmulPolicy.for_host`), so it is traced per weights version and the stale trace dropped.
+        (`onednn_int8.MatmulPolicy.for_host`), and bf16's its matmuls so where
+        `onednn_matmul.constant_matmul_available()`: those are traced per
+        weights version and the stale trace dropped.
         """
-        weights, int8_graph = weights or self.fused_weights(precision), precision == "int8"
-        key = ("fused", precision) + ((weights.version,) if int8_graph else ())
-        if int8_graph and key not in self.functions:
+        weights = weights or self.fused_weights(precision)
+        bf16 = precision == "bfloat16" and self.host.bf16 and onednn_matmul.constant_matmul_available()
+        constant = precision == "int8" or bf16
+        key = ("fused", precision) + ((weights.version,) if constant else ())
+        if constant and key not in self.functions:
             for old in [k for k in self.functions if k[:2] == key[:2]]:
                 self.strings.drop(self.functions.pop(old))
 
         def make():
-            policy = onednn_int8.MatmulPolicy.for_host(self.host, constant_weights=True) if int8_graph else None
+            policy = None
+            if precision == "int8":
+                policy = onednn_int8.MatmulPolicy.for_host(self.host, constant_weights=True)
+            elif bf16:
+                policy = onednn_int8.MatmulPolicy(constant_bf16=True)
             return fused_graph.build_forward(self.encoder, weights, matmul_policy=policy)
 
         return self.traced(key, make)
+
+    def built_fused(self, precision):
+        """The fused graph of `precision` traced so far (its latest weights version's), or None."""
+        return next((run for key, run in self.functions.items() if key[:2] == ("fused", precision)), None)
 
     def keras_model(self, precision):
         """The encoder, or its copy computing in `precision` (see `keras_model_for`)."""

@@ -57,9 +57,8 @@ import dataclasses
 import functools
 import warnings
 
-import keras
-
 from sbert_keras.compat import tensorflow as tf_compat
+from sbert_keras.runtime.kernels import onednn_matmul
 from sbert_keras.runtime.kernels.activation_quantization import quantize_activations
 from sbert_keras.runtime.kernels.activation_quantization import quantize_rows
 from sbert_keras.utils import hardware
@@ -159,6 +158,9 @@ class MatmulPolicy:
         constant_weights: bool. Build the int8 op with `is_weight_const=True`
             (oneDNN lays the weights out once, at the first call, and reuses
             them): only for a graph traced anew when its weights change.
+        constant_bf16: bool. Run bf16 matmuls as `onednn_matmul.constant_dense`
+            (oneDNN keeps their weights too; the same rule): only on a bf16
+            host where `onednn_matmul.constant_matmul_available()`.
         warn: bool. Warn when the graph is traced that int8 weights are
             dequantized (the host has no exact int8 matmul).
     """
@@ -166,15 +168,21 @@ class MatmulPolicy:
     int8_op: bool = True
     dtype: str = "float32"
     constant_weights: bool = False
+    constant_bf16: bool = False
     warn: bool = False
 
     @classmethod
     def for_host(cls, host=None, constant_weights=False):
-        """The int8 op where `int8_matmul_available(host)`, else weights dequantized to `fallback_dtype(host)`."""
+        """The int8 op where `int8_matmul_available(host)`, else weights dequantized to `fallback_dtype(host)`.
+
+        With `constant_weights`, bf16 matmuls keep their weights too where
+        `onednn_matmul.constant_matmul_available()` (probed here: call it outside a trace).
+        """
         host = host or hardware.current_host()
+        constant_bf16 = constant_weights and host.bf16 and onednn_matmul.constant_matmul_available()
         if int8_matmul_available(host):
-            return cls(constant_weights=constant_weights)
-        return cls(int8_op=False, dtype=fallback_dtype(host), warn=True)
+            return cls(constant_weights=constant_weights, constant_bf16=constant_bf16)
+        return cls(int8_op=False, dtype=fallback_dtype(host), constant_bf16=constant_bf16, warn=True)
 
 
 # === Weights ===
@@ -287,17 +295,6 @@ def _quantized_matmul(x_q, kernel_q, bias, x_range, kernel_range, fused_ops, con
     return op.outputs[0]
 
 
-def _fused_activation(activation):
-    """The oneDNN post-op name of `activation`, `""` for none, or None if it cannot be fused."""
-    if activation is None or activation is keras.activations.linear:
-        return ""
-    if activation is keras.activations.gelu:  # Keras's default: exact (erf) GELU
-        return "GeluExact"
-    if activation is keras.activations.relu:
-        return "Relu"
-    return None
-
-
 def int8_dense(x, weights, activation=None, policy=None):
     """`activation(x @ kernel + bias)` with an int8 matmul; float32 `(rows, out)`.
 
@@ -378,7 +375,7 @@ def _int8_op_dense(x, weights, activation=None, constant_weights=False):
     else:
         x_range = weights.input_range if isinstance(weights, StaticInt8DenseWeights) else None
         x_q, x_range = quantize_activations(x, x_range)
-    post = _fused_activation(activation)
+    post = onednn_matmul.post_op(activation)
     fused_ops = ["BiasAdd"] + ([post] if post else []) + ["Dequantize"]
     y = _quantized_matmul(
         x_q,

@@ -49,7 +49,7 @@ class FusedRoute(base.Route):
         return self_check.probe_check(self.encoder, reference, run, precision, fallback=fallback)
 
     def warm(self, precision, size):
-        run = self.graphs.functions.get(("fused", precision))  # a batch: that graph; a query: it in a strings graph
+        run = self.graphs.built_fused(precision)  # a batch: that graph; a query: it in a strings graph
         if size == "batch":
             return run is not None and run.experimental_get_tracing_count() > 0
         return run is not None and self.graphs.strings.built(run)

@@ -134,7 +134,7 @@ class XlaQueryRoute(base.Route):
 
     def warm(self, precision, size):
         """Whether a query in `precision` ran here: its graph, with the programs the check compiled, is built."""
-        wrapped = self._wrapped.get(self.graphs.functions.get(("fused", precision)))
+        wrapped = self._wrapped.get(self.graphs.built_fused(precision))
         return wrapped is not None and self.graphs.strings.built(wrapped)
 
     def wrap(self, run):
