@@ -106,8 +106,10 @@ def precision_of(result):
 
 def matmul_peak(peaks, precision, shape):
     """The bare-matmul GFLOP/s of `precision` at `shape`: the fastest matmul of that precision measured
-    (TensorFlow's, or XNNPACK's where it ran; TensorFlow's own int8 `BatchMatMulV3` is Eigen's, far slower)."""
-    found = [peaks[k] for k in (f"{precision}_{shape}", f"xnnpack_{precision}_{shape}") if k in peaks]
+    (TensorFlow's, XNNPACK's where it ran, or oneDNN's with kept weights; TensorFlow's own int8
+    `BatchMatMulV3` is Eigen's, far slower)."""
+    names = (f"{precision}_{shape}", f"xnnpack_{precision}_{shape}", f"onednn_{precision}_{shape}")
+    found = [peaks[k] for k in names if k in peaks]
     return max(found) if found else None
 
 

@@ -185,6 +185,21 @@ def onednn_int8_gflops(m, k, n, repeats=10):
     return 2.0 * m * k * n / common.median_ms(dense, (x,), repeats) / 1e6
 
 
+def onednn_bf16_gflops(m, k, n, repeats=10):
+    """GFLOP/s of one `(m, k) @ (k, n)` bf16 matmul with bias whose weights oneDNN keeps in its layout, as the
+    fused graph's bf16 route runs it (`onednn_matmul.constant_dense`); None where that op is not used here."""
+    from sbert_keras.runtime.kernels import onednn_matmul
+
+    if not onednn_matmul.constant_matmul_available():
+        return None
+    rng = np.random.default_rng(0)
+    kernel = tf.Variable(tf.cast(rng.standard_normal((k, n)), tf.bfloat16))
+    bias = tf.Variable(tf.zeros([n], tf.bfloat16))
+    dense = tf.function(lambda x: onednn_matmul.constant_dense(x, kernel, bias))
+    x = tf.cast(rng.standard_normal((m, k)), tf.bfloat16)
+    return 2.0 * m * k * n / common.median_ms(dense, (x,), repeats) / 1e6
+
+
 def flops(args):
     """Prints the useful FLOPs of the texts and the bare-matmul GFLOP/s per precision."""
     encoder = load_encoder(args)
@@ -204,6 +219,9 @@ def flops(args):
         peaks[f"xnnpack_int8_{shape}"] = xnnpack_gflops(m, k, n, quantize=True)
         peaks[f"xnnpack_float32_{shape}"] = xnnpack_gflops(m, k, n, quantize=False)
         peaks[f"onednn_int8_{shape}"] = onednn_int8_gflops(m, k, n)
+        kept = onednn_bf16_gflops(m, k, n)
+        if kept is not None:
+            peaks[f"onednn_bfloat16_{shape}"] = kept
     peer_common.emit(
         engine="sbert_keras",
         variant="flops",

@@ -167,6 +167,9 @@ def test_peak_is_the_fastest_matmul_of_the_precision_measured():
     both = {"float32_448x384x1536": 90.0, "xnnpack_float32_448x384x1536": 130.0}
     assert encode_peers_report.matmul_peak(both, "float32", shape) == 130.0
     assert encode_peers_report.matmul_peak(peaks, "bfloat16", "448x768x3072") is None
+    # bf16 with the weights oneDNN keeps, where the fused graph uses them.
+    kept = {**peaks, "onednn_bfloat16_448x384x1536": 400.0}
+    assert encode_peers_report.matmul_peak(kept, "bfloat16", shape) == 400.0
 
 
 def test_peak_fraction_uses_the_feed_forward_shape_of_the_model(tmp_path):
