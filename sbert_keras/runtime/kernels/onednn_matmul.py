@@ -13,17 +13,19 @@ underscore and is registered under a kernel label, so it is built inside a
 graph through `sbert_keras.compat.tensorflow`. Checked against TensorFlow 2.21.
 
 The trap is int8's (`onednn_int8`): the kernel caches the first weights it
-sees and silently reuses them when a later call passes others. So only
+sees and may silently reuse them when a later call passes others (a new
+kernel with the same bias returns the old product, measured). So only
 graphs traced anew whenever their weights change build it, under a
 `onednn_int8.MatmulPolicy(constant_bf16=True)` (the engine's, one trace
 per `FusedWeights.version`); SavedModels keep the portable ops.
 
 Nothing is trusted blindly: `constant_matmul_available()` runs the op on
-two sets of weights and compares it with the plain matmul; where the CPU
+two sets of weights and compares it with the plain matmul. Where the CPU
 has no bf16 instructions (oneDNN may have no bf16 kernel there, and the op
-would abort the process), the op is missing (another TensorFlow build,
-`TF_ENABLE_ONEDNN_OPTS=0`) or differs, the graph keeps the plain ops. The fused graph's own self-check
-(`sbert_keras.runtime.engine`) then compares the whole graph with Keras.
+would abort the process), where the op is missing (another TensorFlow
+build, `TF_ENABLE_ONEDNN_OPTS=0`) or where it differs, the graph keeps the
+plain ops. The fused graph's own self-check (`sbert_keras.runtime.engine`)
+then compares the whole graph with Keras.
 
 Example:
 ```python
