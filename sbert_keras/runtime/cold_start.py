@@ -224,7 +224,7 @@ def converted_model(encoder, kind, convert, host=None):
     if folder is None:
         return _converted(convert)
     folder = os.path.join(folder, "converted")
-    prefix = f"{model_key(encoder, host)}-{kind}-"
+    prefix = _converted_prefix(encoder, kind, host)
     with contextlib.suppress(OSError):
         for name in sorted(os.listdir(folder)):
             if not name.startswith(prefix):  # other models, and writes in flight (`.<name>.tmp-...`)
@@ -240,6 +240,25 @@ def converted_model(encoder, kind, convert, host=None):
     data = _converted(convert)
     _store(folder, prefix + hashlib.sha256(data).hexdigest(), data)
     return data
+
+
+def converted_on_disk(encoder, kind, host=None):
+    """Whether `converted_model` would read `kind` of `encoder`'s current weights from disk (a file by that name).
+
+    Its bytes are checked when read; this only looks for the name.
+    """
+    folder = cache_dir()
+    if folder is None:
+        return False
+    prefix = _converted_prefix(encoder, kind, host)
+    with contextlib.suppress(OSError):
+        return any(name.startswith(prefix) for name in os.listdir(os.path.join(folder, "converted")))
+    return False
+
+
+def _converted_prefix(encoder, kind, host):
+    """The start of the names of `converted_model`'s files of `kind` for `encoder`'s current weights."""
+    return f"{model_key(encoder, host)}-{kind}-"
 
 
 def _converted(convert):

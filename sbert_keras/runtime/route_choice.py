@@ -8,7 +8,9 @@ on one `hardware.Host`: for a requested compute, the resolved compute paths
 to try in order (`computes`); in each, the registered routes that serve it,
 the size class and this host, highest rank first (`candidates`); the first
 that passes its self-check serves (`select`, kept per (compute, size
-class)). The verdicts live in the one `self_check.VerdictTable`, so a route
+class)). A route that builds on another and is not `ready` (its first
+build would convert the model) is left out until `preparing` (within
+`encoder.warmup()`) builds it. The verdicts live in the one `self_check.VerdictTable`, so a route
 that fails warns once and the next one serves. Under `"auto"`, a route that
 `races` others serves only where it answered faster than each of them in a
 timed race on this machine (`race`; `Races`, kept with the verdicts):
@@ -38,6 +40,7 @@ route, compute = choice.select("auto", "batch")  # the fused route, "float32"
 ```
 """
 
+import contextlib
 import math
 import statistics
 import time
@@ -232,6 +235,7 @@ class RouteChoice:
         self.verdicts = self_check.VerdictTable(encoder, host)
         self.routes = {route.name: route(graphs, host) for route in base.registered()}
         self._choices = {}  # (requested compute, size, exportable only) -> ((route, compute), kept until)
+        self._preparing = False  # within `preparing`: routes that are not `ready` take part too
         self._warned = set()  # compute paths run as another (`runnable_compute`), warned about once
         self.races = Races(encoder, self.routes, self.verdicts)
 
@@ -255,18 +259,32 @@ class RouteChoice:
     def candidates(self, compute, size="batch", exportable=False):
         """`(route, resolved compute)` pairs in the order tried for `size` texts in `compute`.
 
-        For each path of `computes(compute)`, the routes that declare it and
+        For each path of `computes(compute)`, the routes that serve it (`Route.serves`) and
         `size`, usable here (and exportable in it when asked), highest rank first;
-        under `"auto"` only those `fast` in it.
+        under `"auto"` only those `fast` in it; those that `may_build` now.
         """
         auto, pairs = compute in (None, "auto"), []
         for path in self.computes(compute):
             for route in sorted(self.routes.values(), key=lambda route: -route.rank):
                 held = not exportable or path in route.exportable
-                served = path in route.computes and size in route.sizes and held
-                if served and (not auto or route.fast(path)) and route.usable():
+                served = route.serves(path) and size in route.sizes and held
+                if served and (not auto or route.fast(path)) and route.usable() and self.may_build(route, path):
                     pairs.append((route, path))
         return pairs
+
+    def may_build(self, route, compute):
+        """Whether `route` may be built for a call now: it is `ready`, or serves no other's calls, or `preparing`."""
+        return self._preparing or not route.builds_on or route.ready(compute)
+
+    @contextlib.contextmanager
+    def preparing(self):
+        """Within it, routes that are not `ready` take part too (`encoder.warmup()`); earlier choices are made again."""
+        self._choices.clear()
+        self._preparing = True
+        try:
+            yield
+        finally:
+            self._preparing = False
 
     def passes(self, name, compute):
         """Whether route `name` may serve `compute`: the route it builds on passes, and its own verdict (once)."""
@@ -292,7 +310,7 @@ class RouteChoice:
             return True
         for name in route.races:
             rival = self.routes.get(name)
-            if rival is None or compute not in rival.computes or size not in rival.sizes or not rival.usable():
+            if rival is None or not rival.serves(compute) or size not in rival.sizes or not rival.usable():
                 continue
             if (route.token_steps and name == route.builds_on) or not self.passes(rival.name, compute):
                 continue

@@ -14,7 +14,12 @@ What a route declares (class attributes and cheap methods; no graph runs):
 - `name`: its key in `engine.routes`, in the verdict table (and on disk),
   and what `InferenceEngine.route` reports;
 - `rank`: the higher, the earlier it is tried in a compute path;
-- `computes`: the compute paths it serves;
+- `computes`: the compute paths it serves, and `serves(precision)` whether
+  it serves one for this encoder: a route that `dequantizes` (reads the
+  int8 weights of an encoder quantized by Keras as float ones, as the
+  fused graph does) serves such an encoder only in a path checked in int8.
+  In a float path it would compute float activations where the Keras
+  graph's int8 layers round them, an answer its float32 check refuses;
 - `sizes`: the size classes of `SIZES` it serves;
 - `usable()`: whether this host and encoder can run it at all (a GPU, CPU
   flags, TFLite, an encoder the fused graph reproduces);
@@ -26,6 +31,11 @@ What a route declares (class attributes and cheap methods; no graph runs):
   model's size and the CPU;
 - `warm(precision, size)`: whether its graphs for a race of that size were
   built in this process, so that timing the race again builds nothing;
+- `ready(precision)`: whether its first build does no long one-off work
+  (XNNPACK's: converting the model, until the converted model is on disk).
+  A route that `builds_on` another and is not ready serves no call until
+  `encoder.warmup()` builds it: the route it builds on answers the first
+  call instead of a conversion of tens of seconds at base size;
 - `exportable`, and `forward(precision)`: the compute paths a SavedModel
   can hold it in (float ones only: `defaults.EXPORT_COMPUTES`), and the
   TensorFlow forward pass it stores;
@@ -171,7 +181,7 @@ class Route:
     Example:
     ```python
     route = FusedRoute(graphs, host)
-    route.usable() and "bfloat16" in route.computes and route.check("bfloat16")
+    route.usable() and route.serves("bfloat16") and route.check("bfloat16")
     run = route.build("bfloat16").batch()
     ```
     """
@@ -186,6 +196,7 @@ class Route:
     builds_on = None  # the name of the route whose graph it runs too
     races = ()  # the names of the routes it must answer faster than to serve under "auto"
     token_steps = ()  # the call sizes (padded tokens) at which it races the route it builds on
+    dequantizes = False  # whether it reads a Keras-quantized encoder's int8 weights as float ones (`serves`)
 
     def __init__(self, graphs, host):
         self.graphs, self.host = graphs, host
@@ -199,6 +210,13 @@ class Route:
         """Whether this host and encoder can run it at all (devices, CPU flags, libraries)."""
         return True
 
+    def serves(self, precision):
+        """Whether it serves `precision` for this encoder: one of `computes`, checked in int8 where it `dequantizes`
+        an encoder quantized by Keras (module docstring)."""
+        if precision not in self.computes:
+            return False
+        return not (self.dequantizes and self.graphs.quantized()) or (self.check_in or precision) == "int8"
+
     def fast(self, precision):
         """Whether `compute="auto"` may pick it in `precision` (a path it serves) on this host."""
         return True
@@ -210,6 +228,10 @@ class Route:
     def warm(self, precision, size):
         """Whether a race of `size` texts in `precision` would build nothing (its graph was built here)."""
         return False
+
+    def ready(self, precision):
+        """Whether its first build in `precision` does no long one-off work (module docstring)."""
+        return True
 
     def build(self, precision):
         """Its `Runner` in `precision` (with `token_steps`: `build(precision, max_tokens)`, module docstring)."""

@@ -8,7 +8,9 @@ once per precision against the float32 Keras graph (`self_check.probe_check`).
 `compute="auto"` picks its int8 only where oneDNN runs int8 matmuls
 (`onednn_int8.int8_matmul_available`); an explicit int8 request runs it anyway
 (dequantized). It is what SavedModels serve in a float compute path
-(`forward`), with its weights in their cast and fused form.
+(`forward`), with its weights in their cast and fused form. An encoder
+quantized by Keras it serves in int8 only (`Route.serves`): its int8 graph
+is Keras' int8 arithmetic, its float graphs would not be.
 """
 
 from sbert_keras.runtime import fused_graph
@@ -34,6 +36,7 @@ class FusedRoute(base.Route):
     rank = 20
     computes = ("float32", "bfloat16", "float16", "int8")
     exportable = EXPORT_COMPUTES[1:]  # not "auto"
+    dequantizes = True
 
     def usable(self):
         return self.graphs.fused_supported()

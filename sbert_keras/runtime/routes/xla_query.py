@@ -85,6 +85,7 @@ class XlaQueryRoute(base.Route):
     check_in = "float32"  # one compiled float32 graph serves every precision
     builds_on = "fused"  # longer texts run the fused graph of the precision asked
     races = ("fused",)  # under "auto", only where it answers faster than the fused graph
+    dequantizes = True
 
     def __init__(self, graphs, host):
         super().__init__(graphs, host)

@@ -206,6 +206,7 @@ class XnnpackRoute(base.Route):
     """
 
     rank = 40
+    dequantizes = True  # the fused graph's weights
 
     def __init__(self, graphs, host):
         super().__init__(graphs, host)
@@ -256,6 +257,11 @@ class XnnpackRoute(base.Route):
     def warm(self, precision, size):
         """Whether its interpreter was built in this process (by its check or a call), so a race builds nothing."""
         return self.interpreter is not None
+
+    def ready(self, precision):
+        """Whether its interpreter was built in this process or its converted model is on disk (no conversion)."""
+        kind = f"xnnpack-{self.precision}"
+        return self.interpreter is not None or cold_start.converted_on_disk(self.encoder, kind, self.host)
 
     def build(self, precision, max_tokens=None):
         return xnnpack_runner.XnnpackRunner(self, precision, max_tokens)

@@ -6,6 +6,7 @@ graph's and the XLA query's, and (or not) that a SavedModel can hold it.
 """
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from sbert_keras.runtime import export
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.graphs import keras_forward
 from sbert_keras.runtime.routes import base
+from sbert_keras.runtime.routes import xnnpack
 
 TEXTS = ["a man is playing guitar", "the cat sleeps", "a dog runs in the park", "東京"]
 MARKER = "marked_route_output"
@@ -122,6 +124,35 @@ def test_a_failing_route_falls_back_to_the_next_with_one_warning(registered, on_
     with pytest.warns(UserWarning, match="marked graph .* diverges .* Keras graph"):
         assert engine.route("float32") == ("fused", "float32")
     assert engine.verdicts.get("marked", "float32") is False
+
+
+def test_a_keras_quantized_encoder_takes_only_the_routes_that_compute_its_arithmetic(on_host, monkeypatch):
+    # The fused graph's routes read Keras' int8 kernels as float ones: in a float path they would compute float
+    # activations where Keras' int8 layers round them, so the Keras graph serves those paths, and nothing warns.
+    monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)  # every route takes part
+    flags = {"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}
+    encoder = tiny_encoder(normalize=True)
+    engine = on_host(encoder, cpu_flags=flags)
+    assert {name for name, route in engine.routes.items() if route.serves("float32")} == {
+        "xnnpack_float32",
+        "xla",
+        "fused",
+        "keras",
+    }
+    encoder.quantize("int8")
+    engine = on_host(encoder, cpu_flags=flags)  # `quantize` dropped the engine
+    assert {name for name, route in engine.routes.items() if route.serves("float32")} == {"keras"}
+    assert {name for name, route in engine.routes.items() if route.serves("int8")} == {"xnnpack", "fused"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for compute in ("float32", "bfloat16"):
+            assert engine.route(compute) == engine.plan(compute) == ("keras", compute)
+            assert engine.select(compute, "one")[0].name == "keras"
+            vectors = encoder.encode(TEXTS[:1], compute=compute)
+        keras_vectors = np.asarray(keras_forward(encoder)(*self_check.sentence_batch(encoder, TEXTS[:1])))
+        np.testing.assert_allclose(vectors, keras_vectors / np.linalg.norm(keras_vectors), atol=1e-5)
+        assert engine.route("int8") == ("xnnpack", "int8")
+        assert engine.select("int8", "one")[0].name == "xnnpack"
 
 
 def test_routes_are_registered_once_by_name():

@@ -32,9 +32,15 @@ AVX2 = frozenset({"avx2", "fma"})
 AVX512_BF16 = AVX2 | {"avx512f", "avx512_bf16", "avx512_vnni"}
 
 
+# What a route says before it was built (the tests of a first call put it back).
+READY = xnnpack.XnnpackRoute.ready
+
+
 @pytest.fixture(autouse=True)
 def enabled(monkeypatch):
     monkeypatch.delenv(xnnpack.DISABLE_ENV, raising=False)
+    # Built at its first call, as after `encoder.warmup()`: what it serves once built.
+    monkeypatch.setattr(xnnpack.XnnpackRoute, "ready", lambda self, precision: True)
 
 
 @pytest.fixture
@@ -220,12 +226,22 @@ def test_float32_stays_on_tensorflow_without_fma_or_when_disabled(monkeypatch, v
     assert encoder.engine.routes["xnnpack_float32"].interpreter is None
 
 
-def test_one_text_and_a_few_on_an_avx512_cpu_run_xnnpack_float32_in_the_float32_and_bfloat16_paths(vnni_encoder):
+def test_one_text_and_a_few_on_an_avx512_cpu_run_xnnpack_float32_in_the_float32_and_bfloat16_paths(
+    vnni_encoder, monkeypatch
+):
+    monkeypatch.setattr(xnnpack.XnnpackRoute, "ready", READY)
     encoder = vnni_encoder(AVX512_BF16)
     engine = encoder.engine
     reference = np.asarray(keras_hub.models.TextEmbedder.predict(encoder, np.array(TEXTS), verbose=0))
     assert engine.routes["xnnpack_float32"].sizes == ("one", "few")
-    one = encoder.encode(TEXTS[0], normalize=False)  # "auto": the bfloat16 path; every race won (conftest)
+    # A first call converts nothing (the cache is off): the routes it builds on answer.
+    first = encoder.encode(TEXTS[0], normalize=False)
+    assert [engine.select(compute, "one")[0].name for compute in ("auto", "float32")] == ["xla", "xla"]
+    assert engine.select("auto", "few")[0].name == "fused"
+    assert engine.routes["xnnpack_float32"].interpreter is None
+    encoder.warmup(verbose=False)  # converts it, checks it and races it; every race won (conftest)
+    one = encoder.encode(TEXTS[0], normalize=False)  # "auto": the bfloat16 path
+    np.testing.assert_allclose(one, first, atol=4e-5)  # the XLA query's float32 then, XNNPACK's now
     few = encoder.encode(TEXTS[:3], normalize=False)
     for size in ("one", "few"):
         assert engine.select("auto", size) == (engine.routes["xnnpack_float32"], "bfloat16")
@@ -241,6 +257,24 @@ def test_one_text_and_a_few_on_an_avx512_cpu_run_xnnpack_float32_in_the_float32_
     routes = [engine.select(compute, "batch")[0].name for compute in ("auto", "float32")]
     assert routes == ["fused"] * 2
     assert engine.select("int8", "batch")[0].name == "xnnpack"
+
+
+def test_a_converted_model_on_disk_lets_a_first_call_take_the_route(vnni_encoder, monkeypatch, tmp_path):
+    monkeypatch.setattr(xnnpack.XnnpackRoute, "ready", READY)
+    monkeypatch.setenv(cold_start.CACHE_ENV, str(tmp_path))
+    encoder = vnni_encoder(AVX512_BF16)
+    assert not encoder.engine.routes["xnnpack_float32"].ready("float32")
+    encoder.encode(TEXTS[0], compute="float32")
+    assert encoder.engine.select("float32", "one")[0].name == "xla"  # not converted by a call
+    encoder.warmup("float32", verbose=False)
+    assert encoder.engine.select("float32", "one")[0].name == "xnnpack_float32"
+    again = vnni_encoder(AVX512_BF16)  # the same weights in a new engine, as in a later process
+    assert again.engine.routes["xnnpack_float32"].ready("float32")
+    np.testing.assert_allclose(
+        again.encode(TEXTS[0], compute="float32"), encoder.encode(TEXTS[0], compute="float32"), atol=1e-6
+    )
+    assert again.engine.select("float32", "one")[0].name == "xnnpack_float32"
+    assert again.engine.routes["xnnpack_float32"].interpreter is not None
 
 
 def won_up_to(bound, raced=None):
