@@ -11,10 +11,13 @@ that passes its self-check serves (`select`, kept per (compute, size
 class)). A route that builds on another and is not `ready` (its first
 build would convert the model) is left out until `preparing` (within
 `encoder.warmup()`) builds it. The verdicts live in the one `self_check.VerdictTable`, so a route
-that fails warns once and the next one serves. Under `"auto"`, a route that
-`races` others serves only where it answered faster than each of them in a
-timed race on this machine (`race`; `Races`, kept with the verdicts):
-`"auto"` picks no path slower than another that passes its check. A route
+that fails warns once and the next one serves. A route that `races` others
+serves only where it answered faster than each of them in a timed race on
+this machine (`race`; `Races`, kept with the verdicts), under `"auto"` and
+a named compute path alike: no request takes a route slower than another
+that passes its check for it (the XLA query computes float32, so without
+its race `compute="bfloat16"` would send one text of all-mpnet-base-v2 to it
+on an AMX CPU at twice the bf16 fused graph's time). A route
 that hands large calls to the route it builds on races it at each of its
 `token_steps` instead, and then between the sizes where it won and lost
 (`Races.token_bound`); its runner gets the bound (`build`), asked at each
@@ -296,18 +299,15 @@ class RouteChoice:
             return False
         return self.verdicts.verdict(name, checked_in, lambda: route.check(checked_in))
 
-    def outruns(self, route, compute, requested, size, raced):
-        """Whether `route` may serve `size` texts in `compute` for `requested`, as far as speed goes.
+    def outruns(self, route, compute, size, raced):
+        """Whether `route` may serve `size` texts in `compute`, as far as speed goes.
 
-        Always, unless `requested` is `"auto"` and the route `races` others
-        that serve the same and pass their checks: then whether it stands
-        won against each (`Races.won`). The route it builds on, where it
+        Always, unless the route `races` others that serve the same and pass
+        their checks: then whether it stands won against each (`Races.won`). The route it builds on, where it
         has `token_steps`, is raced per call size instead: it serves if its
         bound is above 0 (`Races.token_bound`). Each race asked is appended
         to `raced` (a list) as `(name, compute)` (a settled bound's: none).
         """
-        if requested not in (None, "auto"):
-            return True
         for name in route.races:
             rival = self.routes.get(name)
             if rival is None or not rival.serves(compute) or size not in rival.sizes or not rival.usable():
@@ -339,7 +339,7 @@ class RouteChoice:
             return choice
         raced = []
         for route, resolved in self.candidates(compute, size, exportable):
-            if self.passes(route.name, resolved) and self.outruns(route, resolved, compute, size, raced):
+            if self.passes(route.name, resolved) and self.outruns(route, resolved, size, raced):
                 break
         else:  # the Keras graph serves every float path, so only a path no route exports gets here
             held = "a SavedModel can hold " if exportable else ""

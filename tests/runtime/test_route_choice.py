@@ -1,4 +1,5 @@
-"""The choice of route under "auto": a route that races another serves only where it won (`route_choice`)."""
+"""The choice of route: a route that races another serves only where it won, under "auto" and a named compute
+path alike (`route_choice`)."""
 
 import time
 import types
@@ -45,7 +46,7 @@ def test_auto_takes_the_single_query_route_only_where_it_won(monkeypatch, on_hos
         assert engine.select("auto", "one") == (engine.routes[route], "float32")
     assert len(raced) == 1
     assert engine.verdicts.get("xla>fused:one", "float32") is won
-    assert engine.select("float32", "one")[0].name == "xla"  # a named compute path runs no race
+    assert engine.select("float32", "one")[0].name == route  # a named compute path: the same race, kept
     assert engine.select("auto", "few")[0].name == "fused"
     assert len(raced) == 1
 

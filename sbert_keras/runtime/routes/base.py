@@ -24,7 +24,7 @@ What a route declares (class attributes and cheap methods; no graph runs):
 - `usable()`: whether this host and encoder can run it at all (a GPU, CPU
   flags, TFLite, an encoder the fused graph reproduces);
 - `fast(precision)`: whether `compute="auto"` may pick it in `precision`;
-- `races`: the routes it must outrun to serve under `"auto"` (each timed
+- `races`: the routes it must outrun to serve (each timed
   on this machine, `route_choice.race`, and again later until two timings
   agree; one that does not serve the same size and compute, or fails its
   check, is no rival): a route whose speed over the others depends on the
@@ -194,7 +194,7 @@ class Route:
     checked = True  # whether it proves itself against the float32 Keras graph before use
     check_in = None  # the one compute path its check runs in (None: the path it serves)
     builds_on = None  # the name of the route whose graph it runs too
-    races = ()  # the names of the routes it must answer faster than to serve under "auto"
+    races = ()  # the names of the routes it must answer faster than to serve
     token_steps = ()  # the call sizes (padded tokens) at which it races the route it builds on
     dequantizes = False  # whether it reads a Keras-quantized encoder's int8 weights as float ones (`serves`)
 

@@ -10,9 +10,9 @@ bfloat16 or float32 (benchmarks/RESULTS.md, single-query latency). From 4 x
 16 tokens (or one text of 64) on it is no faster, so only one text of up to
 `MAX_TOKENS` tokens takes it. A base-size model reads twice the bytes of
 weights in float32 as in bfloat16, and there the oneDNN graph in bfloat16
-can answer first (all-mpnet-base-v2 on an AMX CPU), so under `"auto"` the
-route serves only where it won a timed race against the fused graph
-(`races`, `route_choice.race`).
+can answer first (all-mpnet-base-v2 on an AMX CPU), so the route serves
+only where it won a timed race against the fused graph (`races`,
+`route_choice.race`), for every compute path it serves.
 
 XLA compiles once per input shape, so the text is padded (and masked) to a
 multiple of `BUCKET` tokens: at most `MAX_TOKENS / BUCKET` compilations per
@@ -84,7 +84,7 @@ class XlaQueryRoute(base.Route):
     sizes = ("one",)
     check_in = "float32"  # one compiled float32 graph serves every precision
     builds_on = "fused"  # longer texts run the fused graph of the precision asked
-    races = ("fused",)  # under "auto", only where it answers faster than the fused graph
+    races = ("fused",)  # only where it answers faster than the fused graph
     dequantizes = True
 
     def __init__(self, graphs, host):

@@ -36,8 +36,8 @@ matmuls TensorFlow ships are XNNPACK's, inside its TFLite runtime:
   per model and machine, and its runner hands a call of more tokens than it
   won at to the fused graph (`xnnpack_runner`). It serves one text and a
   few (`sizes`), in float32 and in the bfloat16 path (`computes`: the
-  vector is float32's, as the XLA query's is), under `"auto"` only where
-  it won its races.
+  vector is float32's, as the XLA query's is), only where it won its
+  races.
 
 The token embeddings are looked up outside the converted model, in float32
 (`signature`): converted, the table would be stored in int8 with one scale.
@@ -298,7 +298,7 @@ class XnnpackInt8Route(XnnpackRoute):
 
 @base.register
 class XnnpackFloat32Route(XnnpackRoute):
-    """float32 through XNNPACK: every size on an AVX2-only CPU, small calls with AVX-512; under "auto" where it won.
+    """float32 through XNNPACK: every size on an AVX2-only CPU, small calls with AVX-512; where it won.
 
     Example:
     ```python

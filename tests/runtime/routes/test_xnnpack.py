@@ -205,7 +205,7 @@ def test_float32_batches_run_through_xnnpack_on_an_avx2_cpu(vnni_encoder):
     assert encoder.engine.select("float32", "batch")[0].name == "xnnpack_float32"
     assert encoder.engine.verdicts.get("xnnpack_float32", "float32") is True
     np.testing.assert_allclose(out, reference, atol=2e-5)
-    # A few texts, and one, through the interpreter too (named float32: no race); int8 runs XNNPACK's int8.
+    # A few texts, and one, through the interpreter too (every race won, conftest); int8 runs XNNPACK's int8.
     few = encoder.encode(texts[:3], compute="float32", normalize=False)
     one = encoder.encode(texts[:1], compute="float32", normalize=False)
     assert [encoder.engine.select("float32", size)[0].name for size in ("few", "one")] == ["xnnpack_float32"] * 2
@@ -247,7 +247,7 @@ def test_one_text_and_a_few_on_an_avx512_cpu_run_xnnpack_float32_in_the_float32_
         assert engine.select("auto", size) == (engine.routes["xnnpack_float32"], "bfloat16")
     assert engine.runner_for("auto", "few").max_tokens == xnnpack.TOKEN_STEPS[-1]  # every step won
     np.testing.assert_allclose(np.concatenate([one[None], few]), reference[[0, 0, 1, 2]], atol=2e-5)  # float32's
-    for compute in ("float32", "bfloat16"):  # named paths: no race for the size classes
+    for compute in ("float32", "bfloat16"):  # named paths: the same races, won
         np.testing.assert_allclose(encoder.encode(TEXTS[1], compute=compute, normalize=False), reference[1], atol=2e-5)
         assert [engine.select(compute, size)[0].name for size in ("one", "few")] == ["xnnpack_float32"] * 2
     assert engine.verdicts.get("xnnpack_float32", "float32") is True  # one check serves both paths
@@ -300,10 +300,11 @@ def test_on_an_avx512_cpu_the_token_races_set_what_the_interpreter_runs(monkeypa
     expected += [] if lost is None else [(bound + lost) // 2]
     assert engine.choice.races.token_bound(route, "bfloat16") == bound
     assert raced == [f"xnnpack_float32>fused:{s}" for s in expected]  # smallest first, up to the first lost
-    # Under "auto" it serves where it won the smallest call; a named path takes it anyway, bounded.
-    served = "xnnpack_float32" if bound else "xla"
-    assert [engine.select("auto", size)[0].name for size in ("one", "few")] == [served, served if bound else "fused"]
-    assert engine.runner_for("float32", "few").max_tokens == bound
+    # It serves where it won the smallest call, under "auto" and a named path alike, bounded.
+    served = ["xnnpack_float32"] * 2 if bound else ["xla", "fused"]
+    for compute in ("auto", "float32"):
+        assert [engine.select(compute, size)[0].name for size in ("one", "few")] == served
+    assert getattr(engine.runner_for("float32", "few"), "max_tokens", 0) == bound
 
 
 @pytest.mark.parametrize(
@@ -486,7 +487,8 @@ def test_auto_batches_take_xnnpack_float32_only_where_it_won_a_race_of_batches(m
         assert encoder.engine.select("auto", "batch")[0].name == route
     token_ids, mask = raced[0]  # batch calls, not single queries
     assert token_ids.shape == mask.shape and len(token_ids) == route_choice.RACE_BATCH_ROWS
-    assert encoder.engine.select("float32", "batch")[0].name == "xnnpack_float32"  # a named path runs no race
+    assert encoder.engine.select("float32", "batch")[0].name == route  # a named path: the same race, kept
+    assert len(raced) == 1
 
 
 @pytest.mark.parametrize("flags, path", [(AVX2, "float32"), (AVX512_BF16, "bfloat16")])
@@ -517,7 +519,9 @@ def test_one_text_under_auto_takes_xnnpack_float32_only_where_it_beat_xla_and_th
         warnings.simplefilter("error")  # a lost race is no failure
         assert encoder.engine.select("auto", "one") == (encoder.engine.routes[route], path)
     assert raced[0] == ("xnnpack_float32>xla:one", path)  # the XLA query serves one text: the first rival
-    assert encoder.engine.select(path, "one")[0].name == "xnnpack_float32"  # a named path runs no race
+    asked = len(raced)
+    assert encoder.engine.select(path, "one")[0].name == route  # a named path: the same races
+    assert raced[asked:] == raced[:asked]
 
 
 def test_diverging_xnnpack_float32_graph_falls_back_to_the_fused_graph(monkeypatch, vnni_encoder):
