@@ -151,13 +151,13 @@ def test_predict_and_call_on_raw_strings_go_through_the_engine():
 def test_predict_uses_length_sorted_batches(monkeypatch):
     encoder = tiny_encoder()
     widths = []
-    run = encoder.engine.runner("float32")
+    grouped = encoder.engine.grouped("float32")  # two batches a call, each padded to its own longest text
 
-    def recording_run(ids, mask):
-        widths.append(ids.shape[1])
-        return run(ids, mask)
+    def recording(*token_ids_and_masks):
+        widths.extend(ids.shape[1] for ids in token_ids_and_masks[::2] if ids.size)
+        return grouped(*token_ids_and_masks)
 
-    monkeypatch.setattr(encoder.engine, "runner", lambda compute: recording_run)
+    monkeypatch.setattr(encoder.engine, "grouped", lambda compute: recording)
     encoder.predict(["a", "a man is playing guitar", "a dog"], batch_size=1, verbose=0)
     assert sorted(widths) == [3, 4, 7]  # each text padded only to its own length
 

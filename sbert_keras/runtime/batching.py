@@ -7,11 +7,14 @@ fixed boundaries and reorders the output; `encode` wants the exact longest
 length per batch and the input order back, so the plan is written here.
 `finish` cuts the vectors to `truncate_dim` and L2-normalises them.
 
-Batches run `defaults.CONCURRENT_BATCHES` at a time from a thread pool (a
-TensorFlow graph call releases the GIL): TensorFlow runs each small op of
-one batch on one core, and a second batch in flight keeps the other busy.
-Every batch is computed as it would be alone; results are written back in
-the main thread. On a GPU batches run one at a time: TensorFlow's device
+Batches run `defaults.CONCURRENT_BATCHES` calls at a time from a thread
+pool (a TensorFlow graph call releases the GIL): TensorFlow runs each small
+op of one call on one core, and a second call in flight keeps the other
+busy. Where the engine has a graph of two batches a call (`grouped`, the
+fused graph's), consecutive batches go two a call, each padded to its own
+longest text: their rows share each matmul, which a small model's batch
+of short texts leaves short of rows. Every batch is computed as it would
+be alone; results are written back in the main thread. On a GPU batches run one at a time: TensorFlow's device
 scopes (`with tf.device(...)`) are per thread and would not reach the
 pool's threads.
 """
@@ -61,7 +64,9 @@ def lengths_and_matrix(ids, pad_id):
     return ids.row_lengths().numpy(), ids.to_tensor(pad_id).numpy().astype("int32", copy=False)
 
 
-def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurrency=CONCURRENT_BATCHES, width=None):
+def run_batches(
+    run, ids, pad_id, batch_size, out, show_progress=False, concurrency=CONCURRENT_BATCHES, width=None, grouped=None
+):
     """Writes `run` of `ids` into `out`, in length-sorted padded batches.
 
     Args:
@@ -78,6 +83,10 @@ def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurre
         width: callable `longest -> padded length` or None (pad to the
             longest text of each batch). A compiler that specialises on
             shapes (XLA under JAX) sees few lengths when it rounds up.
+        grouped: callable `(token_ids, padding_mask, token_ids, padding_mask)`
+            -> the vectors of both batches, stacked, or None. Consecutive
+            batches go through it two a call (an odd last one with an empty
+            second batch, so `run` is not traced for it).
     """
     lengths, flat = lengths_and_matrix(ids, pad_id)
     if width is not None and len(lengths):
@@ -85,22 +94,33 @@ def run_batches(run, ids, pad_id, batch_size, out, show_progress=False, concurre
     order = np.argsort(-lengths, kind="stable")
     progress = tqdm(total=len(lengths), desc="encode", unit="text") if show_progress else None
 
-    def call(token_ids, mask):
-        return np.asarray(run(token_ids, mask))
+    def call(*token_ids_and_masks):
+        return np.asarray((run if len(token_ids_and_masks) == 2 else grouped)(*token_ids_and_masks))
 
     def collect(index, future):
         out[index] = future.result()
         if progress is not None:
             progress.update(len(index))
 
+    def batch(start):
+        index = order[start : start + batch_size]
+        longest = int(lengths[index].max())
+        columns = longest if width is None else width(longest)
+        return index, flat[index, :columns], (np.arange(columns)[None, :] < lengths[index, None]).astype("int32")
+
+    step = batch_size * (1 if grouped is None else 2)
+    empty = np.zeros((0, 0), "int32")
     pending = collections.deque()
     with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="encode") as pool:
-        for start in range(0, len(lengths), batch_size):
-            index = order[start : start + batch_size]
-            longest = int(lengths[index].max())
-            columns = longest if width is None else width(longest)
-            mask = (np.arange(columns)[None, :] < lengths[index, None]).astype("int32")
-            pending.append((index, pool.submit(call, flat[index, :columns], mask)))
+        for start in range(0, len(lengths), step):
+            if grouped is None:
+                index, token_ids, mask = batch(start)
+                pending.append((index, pool.submit(call, token_ids, mask)))
+            else:
+                first = batch(start)
+                second = batch(start + batch_size) if start + batch_size < len(lengths) else (order[:0], empty, empty)
+                index = np.concatenate([first[0], second[0]])
+                pending.append((index, pool.submit(call, *first[1:], *second[1:])))
             if len(pending) >= concurrency:
                 collect(*pending.popleft())
         while pending:

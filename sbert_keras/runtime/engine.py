@@ -107,6 +107,21 @@ class InferenceEngine:
             self._runners[route.name, resolved] = self.choice.build(route, resolved)
         return self._runners[route.name, resolved]
 
+    def grouped(self, compute="auto"):
+        """`run(token_ids, padding_mask, token_ids, padding_mask)`: two padded batches in one call, or None.
+
+        Where batches run the fused graph on a CPU and its graph of two
+        batches passes its self-check (`FusedRoute.check_groups`, a verdict of
+        its own): their rows share each matmul, so a small model's matmuls
+        get twice the rows (`batching.run_batches`).
+        """
+        route, resolved = self.choice.select(compute, "batch")
+        if route.name != "fused" or self.host.gpu:
+            return None
+        if not self.verdicts.verdict("fused_groups", resolved, lambda: route.check_groups(resolved)):
+            return None
+        return self.graphs.fused_function(resolved, groups=2)
+
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts, chosen once (`RouteChoice.select`)."""
         return self.choice.select(compute, size, exportable)
@@ -156,11 +171,11 @@ class InferenceEngine:
                 out, num_truncated = self.query(texts, compute)
             else:
                 ids, num_truncated = self.encoder.preprocessor.tokenize(texts)
-                run = self.runner(compute)
+                run, grouped = self.runner(compute), self.grouped(compute)
                 # An `xnnpack.Runner` spreads each call over all cores itself (`max_concurrency` 1).
                 concurrency = 1 if self.host.gpu else getattr(run, "max_concurrency", CONCURRENT_BATCHES)
                 pad = self.encoder.preprocessor.tokenizer.pad_token_id
-                batching.run_batches(run, ids, pad, batch_size, out, show, concurrency)
+                batching.run_batches(run, ids, pad, batch_size, out, show, concurrency, grouped=grouped)
         self.prepared.update((compute, key))
         return out, num_truncated
 

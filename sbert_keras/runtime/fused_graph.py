@@ -310,48 +310,69 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
     def matmul(x, params, activation=None):
         return dense(x, params, activation, matmul_policy)
 
-    def run(token_ids, padding_mask, norm):
+    def run(groups, norm):
+        """The pooled vectors of `groups` (`(token_ids, padding_mask)` pairs, each padded to its own
+        length), stacked: their rows share every matmul and LayerNorm, attention and pooling stay per group."""
         model = weights.values()
-        batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
         hidden = model.token_table.shape[-1]
         head_dim = hidden // num_heads
+        shapes = [(tf.shape(ids)[0], tf.shape(ids)[1]) for ids, _ in groups]
+        sizes = [batch * length for batch, length in shapes]
 
         def layer_norm(x, params, epsilon):
             return norm(x, params.gamma, params.beta, epsilon)
 
-        # `keras.ops.take`, as the embedding layer does (negative ids wrap around).
-        x = keras.ops.take(model.token_table, token_ids, axis=0) if lookup else token_ids
-        x = x + model.position_table[:length]  # no new-axis slices: the TFLite converter refuses them
-        x = layer_norm(tf.reshape(x, [-1, hidden]), model.embedding_norm, epsilons[0])
-        attention_bias = tf.reshape((1.0 - tf.cast(padding_mask, "float32")) * -1e9, [batch, 1, 1, length])
-        if relative is not None:
-            attention_bias = attention_bias + position_bias(relative, model.relative_bias, length)
-        for i, block in enumerate(model.blocks):
-            qkv = tf.cast(matmul(x, block.qkv), "float32")
+        def rows(parts):  # one tensor of every group's rows (no copy for one group)
+            return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+
+        def per_group(x):
+            return [x] if len(groups) == 1 else tf.split(x, sizes, axis=0)
+
+        def attend(qkv, bias, batch, length):
             qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, num_heads, head_dim]), [2, 0, 3, 1, 4])
             q, k, v = (tf.reshape(t, [batch, num_heads, length, head_dim]) for t in tf.split(qkv, 3, axis=0))
             scores = tf.matmul(q, k, transpose_b=True)  # q carries 1/sqrt(head_dim) (`compute_weights`)
-            context = tf.matmul(tf.nn.softmax(scores + attention_bias), v)
-            context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])
+            context = tf.matmul(tf.nn.softmax(scores + bias), v)
+            return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])
+
+        embedded, biases = [], []
+        for (token_ids, padding_mask), (batch, length) in zip(groups, shapes):
+            # `keras.ops.take`, as the embedding layer does (negative ids wrap around).
+            x = keras.ops.take(model.token_table, token_ids, axis=0) if lookup else token_ids
+            x = x + model.position_table[:length]  # no new-axis slices: the TFLite converter refuses them
+            embedded.append(tf.reshape(x, [-1, hidden]))
+            bias = tf.reshape((1.0 - tf.cast(padding_mask, "float32")) * -1e9, [batch, 1, 1, length])
+            biases.append(bias if relative is None else bias + position_bias(relative, model.relative_bias, length))
+        x = layer_norm(rows(embedded), model.embedding_norm, epsilons[0])
+        for i, block in enumerate(model.blocks):
+            qkv = per_group(tf.cast(matmul(x, block.qkv), "float32"))
+            context = rows([attend(part, *extra) for part, extra in zip(qkv, zip(biases, *zip(*shapes)))])
             attended = tf.cast(matmul(context, block.attention_output), "float32")
             x = layer_norm(attended + x, block.attention_norm, epsilons[i + 1][0])
             h = matmul(x, block.intermediate, activations[i])
             x = layer_norm(tf.cast(matmul(h, block.output), "float32") + x, block.feedforward_norm, epsilons[i + 1][1])
-        pooled = pooling(tf.reshape(x, [batch, length, hidden]), padding_mask)
+        pooled = [
+            pooling(tf.reshape(part, [batch, length, hidden]), mask)
+            for part, (batch, length), (_, mask) in zip(per_group(x), shapes, groups)
+        ]
+        pooled = rows(pooled)
         return pooled if project is None else tf.cast(project(pooled), "float32")
 
-    def forward(token_ids, padding_mask):
+    def forward(token_ids, padding_mask, *more):
+        """Pooled vectors of one padded batch, or of several (`more`: further `token_ids, padding_mask`)."""
+        groups = [(token_ids, padding_mask)] + list(zip(more[::2], more[1::2]))
         if not fused_norm:
-            return run(token_ids, padding_mask, onednn_layer_norm.composite_layer_norm)
+            return run(groups, onednn_layer_norm.composite_layer_norm)
         if rounds_rows:
             # One LayerNorm at every size: int8 rounds each activation row, so the two kernels' last-bit
             # differences would move values across rounding steps, and a text's vector with its batch's size.
-            return run(token_ids, padding_mask, onednn_layer_norm.fused_layer_norm)
+            return run(groups, onednn_layer_norm.fused_layer_norm)
         # oneDNN's LayerNorm from FUSED_LAYER_NORM_MIN_ROWS tokens; below, the composite is faster.
+        tokens = tf.add_n([tf.size(mask) for _, mask in groups])
         return tf.cond(
-            tf.size(padding_mask) >= onednn_layer_norm.FUSED_LAYER_NORM_MIN_ROWS,
-            lambda: run(token_ids, padding_mask, onednn_layer_norm.fused_layer_norm),
-            lambda: run(token_ids, padding_mask, onednn_layer_norm.composite_layer_norm),
+            tokens >= onednn_layer_norm.FUSED_LAYER_NORM_MIN_ROWS,
+            lambda: run(groups, onednn_layer_norm.fused_layer_norm),
+            lambda: run(groups, onednn_layer_norm.composite_layer_norm),
         )
 
     return forward

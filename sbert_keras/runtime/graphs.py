@@ -160,25 +160,27 @@ class EncoderGraphs:
             return self.fused_weights(precision, force=True)
         return weights
 
-    def traced(self, key, make_forward, jit_compile=None):
-        """`make_forward()` traced once under `key` (dynamic batch and length)."""
+    def traced(self, key, make_forward, jit_compile=None, groups=1):
+        """`make_forward()` traced once under `key` (dynamic batch and length), for `groups` batches a call."""
         if key not in self.functions:
             spec = tf.TensorSpec([None, None], tf.int32)
             forward = make_forward()
 
-            def counted(token_ids, padding_mask):
+            def counted(*token_ids_and_masks):
                 self.trace_count += 1
-                return forward(token_ids, padding_mask)
+                return forward(*token_ids_and_masks)
 
             self.functions[key] = compat_tf.traced_once(
-                tf.function(counted, input_signature=[spec, spec], jit_compile=jit_compile, autograph=False)
+                tf.function(counted, input_signature=[spec] * (2 * groups), jit_compile=jit_compile, autograph=False)
             )
         return self.functions[key]
 
-    def fused_function(self, precision, weights=None):
+    def fused_function(self, precision, weights=None, groups=1):
         """The traced fused graph of `precision` over `weights` (default: synced), unchecked.
 
-        int8's runs oneDNN's op with constant weights where the host allows
+        `groups=2`: `run(token_ids, padding_mask, token_ids, padding_mask)`,
+        two padded batches in one call (`fused_graph.build_forward`). int8's
+        runs oneDNN's op with constant weights where the host allows
         (`onednn_int8.MatmulPolicy.for_host`), and bf16's its matmuls so where
         `onednn_matmul.constant_matmul_available()`: those are traced per
         weights version and the stale trace dropped.
@@ -186,7 +188,7 @@ class EncoderGraphs:
         weights = weights or self.fused_weights(precision)
         bf16 = precision == "bfloat16" and self.host.bf16 and onednn_matmul.constant_matmul_available()
         constant = precision == "int8" or bf16
-        key = ("fused", precision) + ((weights.version,) if constant else ())
+        key = ("fused" if groups == 1 else f"fused_{groups}", precision) + ((weights.version,) if constant else ())
         if constant and key not in self.functions:
             for old in [k for k in self.functions if k[:2] == key[:2]]:
                 self.strings.drop(self.functions.pop(old))
@@ -199,7 +201,7 @@ class EncoderGraphs:
                 policy = onednn_int8.MatmulPolicy(constant_bf16=True)
             return fused_graph.build_forward(self.encoder, weights, matmul_policy=policy)
 
-        return self.traced(key, make)
+        return self.traced(key, make, groups=groups)
 
     def built_fused(self, precision):
         """The fused graph of `precision` traced so far (its latest weights version's), or None."""

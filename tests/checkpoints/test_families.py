@@ -180,7 +180,7 @@ def test_the_mpnet_tokenizer_packs_its_own_special_tokens_and_serializes():
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_every_family_takes_the_fast_routes_it_declares_within_their_gates(name, monkeypatch):
     # No silent fallback to the plain Keras graph: float32 and bf16 batches run
-    # the fused graph (MPNet's relative bias included), or XNNPACK's float32 on
+    # the fused graph, two batches a call (MPNet's relative bias included), or XNNPACK's float32 on
     # an AVX2-only CPU; int8 runs XNNPACK where the CPU has VNNI/AMX or AVX2 only;
     # one text in float32 runs XNNPACK's float32 where the CPU has AVX2 and FMA
     # (with AVX-512 once `warmup()` built it), else the XLA query; and each
@@ -201,6 +201,7 @@ def test_every_family_takes_the_fast_routes_it_declares_within_their_gates(name,
             warnings.simplefilter("error", UserWarning)  # a failed self-check warns
             got = encoder.encode(texts, batch_size=4, compute=compute, normalize=False, show_progress=False)
         assert engine.route(compute) == (route, compute)
+        assert route != "fused" or engine.verdicts.get("fused_groups", compute) is True  # two batches a call
         gate = 0.99999 if compute == "float32" else self_check.MIN_COSINE[compute]
         assert min_cosine(got, reference) >= gate, compute
     with warnings.catch_warnings():

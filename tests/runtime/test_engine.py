@@ -102,10 +102,10 @@ def test_no_retracing_across_batch_sizes_and_lengths():
     for texts in (TEXTS, TEXTS[:1], TEXTS * 7, ["a"], ["the cat " * 5]):
         for batch_size in (1, 3, 32):
             encoder.encode(texts, batch_size=batch_size, compute="float32")
-    # One trace each of the fused graph, the float32 Keras reference and the
-    # XLA single-query graph (compiled per padded shape, not retraced).
+    # One trace each of the fused graph (a few texts), its graph of two batches a call, the float32
+    # Keras reference and the XLA single-query graph (compiled per padded shape, not retraced).
     assert encoder.engine.verdicts.get("xla", "float32") is True
-    assert encoder.engine.trace_count == 3
+    assert encoder.engine.trace_count == 4
     # The tokenizer's graph too: traced once, called by the batches and by each query's strings function.
     assert tokenizer_traces == [1]
     encoder.backbone.transformer_layers[1].trainable_weights[0].assign_add(
@@ -113,7 +113,7 @@ def test_no_retracing_across_batch_sizes_and_lengths():
     )
     encoder.encode(TEXTS, compute="float32")
     encoder.encode(TEXTS[:1], compute="float32")
-    assert encoder.engine.trace_count == 3
+    assert encoder.engine.trace_count == 4
 
 
 def test_bfloat16_path_is_close_to_float32():
@@ -124,6 +124,41 @@ def test_bfloat16_path_is_close_to_float32():
     assert min_cosine(low, exact) >= 0.999
     qkv = encoder.engine.fused_weights("bfloat16").values().blocks[0].qkv
     assert qkv.kernel.dtype == "bfloat16"
+
+
+@pytest.mark.parametrize("kind", ["bert", large("roberta")])
+def test_batches_go_two_a_call_each_padded_to_its_own_length(monkeypatch, kind):
+    encoder = tiny_encoder(kind=kind)
+    calls, grouped = [], encoder.engine.grouped("float32")
+    assert encoder.engine.verdicts.get("fused_groups", "float32") is True  # checked on first use
+
+    def recording(*token_ids_and_masks):
+        calls.append([ids.shape for ids in token_ids_and_masks[::2]])
+        return grouped(*token_ids_and_masks)
+
+    monkeypatch.setattr(encoder.engine, "grouped", lambda compute: recording)
+    texts = TEXTS * 3  # 18 texts in batches of 4: five batches, the last of two texts
+    out = encoder.encode(texts, batch_size=4, compute="float32")
+    np.testing.assert_allclose(out, keras_graph(encoder, texts), atol=1e-6)
+    assert [[rows for rows, _ in call] for call in calls] == [[4, 4], [4, 4], [2, 0]]
+    assert all(widths[0] >= widths[1] for widths in ([w for _, w in call] for call in calls[:2]))  # longest first
+    low = encoder.encode(texts, batch_size=4, compute="bfloat16")
+    assert min_cosine(low, keras_graph(encoder, texts)) >= 0.999
+
+
+def test_a_wrong_graph_of_two_batches_warns_and_batches_go_one_a_call(monkeypatch):
+    encoder = tiny_encoder()
+    fused_function = encoder.engine.graphs.fused_function
+
+    def wrong(precision, weights=None, groups=1):
+        run = fused_function(precision, weights, groups)
+        return run if groups == 1 else (lambda *inputs: run(*inputs) * 1.01)
+
+    monkeypatch.setattr(encoder.engine.graphs, "fused_function", wrong)
+    with pytest.warns(UserWarning, match=r"graph of two batches a call .* float32 diverges.*one batch a call"):
+        out = encoder.encode(TEXTS * 3, batch_size=4, compute="float32")
+    np.testing.assert_allclose(out, keras_graph(encoder, TEXTS * 3), atol=1e-6)
+    assert encoder.engine.grouped("float32") is None
 
 
 def test_a_wrong_fused_graph_warns_and_falls_back(monkeypatch):

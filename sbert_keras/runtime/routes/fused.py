@@ -51,6 +51,25 @@ class FusedRoute(base.Route):
         run = graphs.fused_function(precision)
         return self_check.probe_check(self.encoder, reference, run, precision, fallback=fallback)
 
+    def check_groups(self, precision):
+        """Whether the graph of two batches a call (`EncoderGraphs.fused_function(groups=2)`) passes the check.
+
+        The probe batch runs as two batches, each padded to its own longest
+        text, against the float32 Keras graph (`self_check.probe_check`).
+        """
+        graphs, grouped = self.graphs, self.graphs.fused_function(precision, groups=2)
+
+        def halves(token_ids, mask):
+            inputs, half = [], len(token_ids) // 2
+            for rows in (slice(0, half), slice(half, None)):
+                width = int(mask[rows].sum(axis=1).max())
+                inputs += [token_ids[rows, :width], mask[rows, :width]]
+            return grouped(*inputs)
+
+        name = "fused inference graph of two batches a call"
+        fallback = "fused graph, one batch a call"
+        return self_check.probe_check(self.encoder, graphs.keras_function("float32"), halves, precision, name, fallback)
+
     def warm(self, precision, size):
         run = self.graphs.built_fused(precision)  # a batch: that graph; a query: it in a strings graph
         if size == "batch":
