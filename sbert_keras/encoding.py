@@ -71,7 +71,7 @@ class RawTextMixin:
 
         Args:
             x: text (as `encode` takes it), a dict of token ids, or a dataset.
-            batch_size: int or None. Texts per forward pass (32 when None).
+            batch_size: int or None. Texts per padded batch (32 when None).
             verbose: `"auto"`, 0 or 1. For text: a progress bar when truthy
                 (`"auto"`: as `encode` decides).
             steps: int or None. Keras' `steps` (token ids and datasets only).
@@ -279,7 +279,7 @@ class EncodingMixin(RawTextMixin, SimilarityMixin, EngineMixin):
                 of `str`/`bytes` or a 1-D string tensor (bytes are UTF-8). A
                 single string (or a 0-d string array or tensor) returns a
                 `(dim,)` vector; an empty list returns `(0, dim)`.
-            batch_size: int. Texts per forward pass.
+            batch_size: int. Texts per batch, each padded to its longest text (the fused graph takes two a call).
             normalize: bool or None. `True` L2-normalises, `False` returns the
                 pooled vectors unnormalised, `None` keeps the model's setting.
             show_progress: bool or None. Show a progress bar; `None` shows it

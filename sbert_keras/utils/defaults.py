@@ -87,14 +87,15 @@ CONCATENATION = ("u", "v", "|u-v|")
 # === Encoder ===
 # The KerasHub preset `SentenceEncoder.from_preset()` loads without a name.
 DEFAULT_PRESET = "roberta_base_en"
-# Texts per forward pass in `encode` and in the evaluators.
+# Texts per batch (padded to its longest text) in `encode` and in the evaluators.
 ENCODE_BATCH_SIZE = 32
 # Keras' `fit` batch size for arrays given without one.
 KERAS_BATCH_SIZE = 32
-# Batches in flight at once in `encode` on a CPU (and in the exported SavedModel's
-# in-graph batch loop): while one batch runs a single-threaded op (LayerNorm,
-# softmax, a cast), the other's matmul uses the idle core. On a 2-core CPU,
-# two batches in flight encode faster than one, and more add little.
+# Calls in flight at once in `encode` on a CPU (each of two batches through the
+# fused graph; one batch in the exported SavedModel's in-graph batch loop): while
+# one runs a single-threaded op (LayerNorm, softmax, a cast), the other's matmul
+# uses the idle core. On a 2-core CPU, two in flight encode faster than one, and
+# more add little.
 CONCURRENT_BATCHES = 2
 
 # === Compute paths and output precisions ===
