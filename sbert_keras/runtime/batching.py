@@ -14,9 +14,9 @@ busy. Where the engine has a graph of two batches a call (`grouped`, the
 fused graph's), consecutive batches go two a call, each padded to its own
 longest text: their rows share each matmul, which a small model's batch
 of short texts leaves short of rows. Every batch is computed as it would
-be alone; results are written back in the main thread. On a GPU batches run one at a time: TensorFlow's device
-scopes (`with tf.device(...)`) are per thread and would not reach the
-pool's threads.
+be alone; results are written back in the main thread. On a GPU batches
+run one at a time: TensorFlow's device scopes (`with tf.device(...)`) are
+per thread and would not reach the pool's threads.
 """
 
 import collections
@@ -76,7 +76,7 @@ def run_batches(
         ids: tf.RaggedTensor `(n, None)` of token ids, or a list of 1-D
             int32 arrays (the host tokenizer's rows).
         pad_id: int. The padding token id.
-        batch_size: int. Rows per call of `run`.
+        batch_size: int. Texts per padded batch (one call of `run`).
         out: float32 array `(n, dim)`, filled in the original order.
         show_progress: bool. Show a tqdm progress bar.
         concurrency: int. Calls of `run` in flight at once.

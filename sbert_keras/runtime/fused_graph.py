@@ -346,7 +346,7 @@ def build_forward(encoder, weights, fused_norm=None, matmul_policy=None, lookup=
         x = layer_norm(rows(embedded), model.embedding_norm, epsilons[0])
         for i, block in enumerate(model.blocks):
             qkv = per_group(tf.cast(matmul(x, block.qkv), "float32"))
-            context = rows([attend(part, *extra) for part, extra in zip(qkv, zip(biases, *zip(*shapes)))])
+            context = rows([attend(part, bias, *shape) for part, bias, shape in zip(qkv, biases, shapes)])
             attended = tf.cast(matmul(context, block.attention_output), "float32")
             x = layer_norm(attended + x, block.attention_norm, epsilons[i + 1][0])
             h = matmul(x, block.intermediate, activations[i])
