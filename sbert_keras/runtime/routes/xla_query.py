@@ -38,6 +38,7 @@ import warnings
 
 import numpy as np
 
+from sbert_keras.compat import tensorflow as compat_tf
 from sbert_keras.runtime import fused_graph
 from sbert_keras.runtime import self_check
 from sbert_keras.runtime.routes import base
@@ -114,7 +115,7 @@ class XlaQueryRoute(base.Route):
         # Called from a graph, as a query's graph calls it: XLA keeps the programs of eager calls
         # apart, so an eager check would leave each bucket to be compiled again by the first query.
         spec = tf.TensorSpec([1, None], tf.int32)
-        compiled = tf.function(self.compiled(), input_signature=[spec, spec], autograph=False)
+        compiled = compat_tf.traced_once(tf.function(self.compiled(), input_signature=[spec, spec], autograph=False))
         try:
             rows = []
             for ids, row_mask in zip(token_ids, mask):
