@@ -116,11 +116,17 @@ class InferenceEngine:
         get twice the rows (`batching.run_batches`).
         """
         route, resolved = self.choice.select(compute, "batch")
+        return self.graphs.fused_function(resolved, groups=2) if self.groups_pass(route, resolved) else None
+
+    def groups_pass(self, route, resolved):
+        """Whether batches through `route` in `resolved` may go two a call (`grouped`, SavedModels).
+
+        The fused route on a CPU, once its graph of two batches has passed
+        `FusedRoute.check_groups` (the verdict `"fused_groups"`).
+        """
         if route.name != "fused" or self.host.gpu:
-            return None
-        if not self.verdicts.verdict("fused_groups", resolved, lambda: route.check_groups(resolved)):
-            return None
-        return self.graphs.fused_function(resolved, groups=2)
+            return False
+        return self.verdicts.verdict("fused_groups", resolved, lambda: route.check_groups(resolved))
 
     def select(self, compute="auto", size="batch", exportable=False):
         """`(route, resolved compute)` for `size` texts, chosen once (`RouteChoice.select`)."""

@@ -7,7 +7,8 @@ graph is assembled here with `keras.export.ExportArchive`:
 are checked in the graph, `checked_request`), tokenises it in the graph,
 sorts the request by token length, cuts it into batches (one long text no
 longer pads all the others), runs each batch padded to its longest text
-through the same forward pass as `encode` (the exportable route the
+(two batches a call where `encode` sends them so) through the same
+forward pass as `encode` (the exportable route the
 engine picks asks for its forward, `Route.forward`: the self-checked fused
 graph, with its weights stored in their cast and fused form, or the Keras
 graph), and returns `embeddings` (float32, `(n, dim)`) in request order.
@@ -42,38 +43,48 @@ CLIENT_NOTE = (
 )
 
 
-def sorted_batches(forward, ids, pad_id, batch_size, dim):
+def sorted_batches(forward, ids, pad_id, batch_size, dim, groups=1):
     """Graph-safe: `forward` over length-sorted batches of ragged `ids`, in input order.
 
-    `defaults.CONCURRENT_BATCHES` batches run at once (the while loop's
-    `parallel_iterations`), as in `encode`.
+    `defaults.CONCURRENT_BATCHES` calls run at once (the while loop's
+    `parallel_iterations`), as in `encode`; with `groups=2` consecutive
+    batches go two a call, each padded to its own longest text (an odd
+    last one with an empty second batch), as `encode` sends them through
+    the fused graph (`batching.run_batches`).
 
     Args:
-        forward: callable `(token_ids, padding_mask)` -> `(batch, dim)` float32.
+        forward: callable `(token_ids, padding_mask)` -> `(batch, dim)`
+            float32; with `groups=2`, `(token_ids, padding_mask, token_ids,
+            padding_mask)` -> the vectors of both batches, stacked.
         ids: tf.RaggedTensor `(n, None)` of token ids.
         pad_id: int. The padding token id.
-        batch_size: int. Rows per call of `forward`.
+        batch_size: int. Rows per batch.
         dim: int. The output width.
+        groups: int. Batches per call of `forward`.
     """
     lengths = tf.cast(ids.row_lengths(), tf.int32)
     n = tf.shape(lengths)[0]
     order = tf.argsort(lengths, direction="DESCENDING", stable=True)
     lengths = tf.gather(lengths, order)
     padded = tf.cast(tf.gather(ids, order).to_tensor(pad_id), tf.int32)
-    num_batches = (n + batch_size - 1) // batch_size
+    rows = batch_size * groups
+    num_calls = (n + rows - 1) // rows
 
     def body(i, results):
-        start = i * batch_size
-        stop = tf.minimum(start + batch_size, n)
-        width = lengths[start]  # sorted: the batch's first text is its longest
-        mask = tf.sequence_mask(lengths[start:stop], width, tf.int32)
-        return i + 1, results.write(i, forward(padded[start:stop, :width], mask))
+        inputs = []
+        for group in range(groups):
+            start = tf.minimum(i * rows + group * batch_size, n)
+            stop = tf.minimum(start + batch_size, n)
+            # Sorted: a batch's first text is its longest; an empty batch is 0 wide.
+            width = tf.where(start < n, lengths[tf.minimum(start, n - 1)], 0)
+            inputs += [padded[start:stop, :width], tf.sequence_mask(lengths[start:stop], width, tf.int32)]
+        return i + 1, results.write(i, forward(*inputs))
 
     def run():
         results = tf.TensorArray(
-            tf.float32, size=num_batches, infer_shape=False, element_shape=tf.TensorShape([None, dim])
+            tf.float32, size=num_calls, infer_shape=False, element_shape=tf.TensorShape([None, dim])
         )
-        loop = tf.while_loop(lambda i, _: i < num_batches, body, (0, results), parallel_iterations=CONCURRENT_BATCHES)
+        loop = tf.while_loop(lambda i, _: i < num_calls, body, (0, results), parallel_iterations=CONCURRENT_BATCHES)
         results = loop[1]
         return tf.gather(results.concat(), tf.math.invert_permutation(order))
 
@@ -117,16 +128,17 @@ def checked_request(text):
 
 
 def serving_forward(engine, compute=ENCODE_COMPUTE):
-    """`(forward, trackables, route, compute)` for a SavedModel from an `InferenceEngine`.
+    """`(forward, trackables, route, compute, groups)` for a SavedModel from an `InferenceEngine`.
 
     The engine picks the route a SavedModel serves (`engine.select(...,
     exportable=True)`, what `engine.plan(compute)` reports); the route gives
     its untraced forward function and the objects holding the variables it
-    reads (`Route.forward`).
+    reads (`Route.forward`). `groups`: batches a call of `forward`, 2 where
+    `encode` sends them so (`InferenceEngine.groups_pass`), else 1.
     """
     route, resolved = engine.select(compute, "batch", exportable=True)
     forward, trackables = route.forward(resolved)
-    return forward, trackables, route, resolved
+    return forward, trackables, route, resolved, 2 if engine.groups_pass(route, resolved) else 1
 
 
 def saved_model_bytes(endpoint):
@@ -242,7 +254,7 @@ def export_saved_model(
     prompt = encoder.resolve_prompt(prompt, prompt_name) or ""
     truncate_dim = check_truncate_dim(truncate_dim, encoder.embedding_dim)
     preprocessor = encoder.preprocessor
-    forward, trackables, _, resolved = serving_forward(encoder.engine, compute)
+    forward, trackables, _, resolved, groups = serving_forward(encoder.engine, compute)
     pad_id = preprocessor.tokenizer.pad_token_id
     dim, normalize = encoder.embedding_dim, encoder.normalize
 
@@ -251,7 +263,7 @@ def export_saved_model(
         if prompt:
             text = tf.strings.join([prompt, text])
         ids, _ = preprocessor.ragged_token_ids(text)
-        embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim)
+        embeddings = sorted_batches(forward, ids, pad_id, batch_size, dim, groups)
         if truncate_dim is not None:
             embeddings = embeddings[:, :truncate_dim]
         if normalize:

@@ -14,7 +14,9 @@ from harness import run_on_small_disk
 from harness import small_disk_available
 from sbert_keras import export_saved_model
 from sbert_keras.runtime.engine import resolve_compute
+from sbert_keras.runtime.export import serving_forward
 from sbert_keras.runtime.export import sorted_batches
+from sbert_keras.runtime.routes.fused import FusedRoute
 
 TEXTS = ["a man is playing guitar", "the cat sleeps", "", "東京 😀", "a " * 40, "a dog", "the red car is fast and slow"]
 
@@ -89,6 +91,30 @@ def test_sorted_batches_keep_request_order():
 
     out = tf.function(lambda: sorted_batches(forward, ids, 0, 2, 2))().numpy()
     np.testing.assert_allclose(out, [[3, 2], [3, 1], [22, 4], [27, 3], [0, 0]])
+
+
+def test_sorted_batches_go_two_a_call_each_padded_to_its_own_length():
+    ids = tf.ragged.constant([[1, 2], [3], [4, 5, 6, 7], [8, 9, 10], [], [1, 1, 1, 1, 1], [2]], dtype=tf.int32)
+    calls = []
+
+    def forward(*inputs):
+        calls.append(len(inputs))
+        rows = []
+        for token_ids, mask in zip(inputs[::2], inputs[1::2]):
+            width = tf.fill([tf.shape(token_ids)[0]], tf.shape(token_ids)[1])
+            rows.append(tf.cast(tf.stack([width, tf.reduce_sum(mask, 1)], axis=1), tf.float32))
+        return tf.concat(rows, 0)
+
+    out = tf.function(lambda: sorted_batches(forward, ids, 0, 2, 2, groups=2))().numpy()
+    assert calls == [4]  # traced once, two batches a call
+    # Sorted by length: (5, 4) 5 wide and (3, 2) 3 wide in the first call; (1, 1) 1 wide and (0) in the second.
+    np.testing.assert_allclose(out, [[3, 2], [1, 1], [5, 4], [3, 3], [0, 0], [5, 5], [1, 1]])
+
+
+def test_saved_models_take_two_batches_a_call_where_encode_does(monkeypatch):
+    assert serving_forward(tiny_encoder().engine, "float32")[4] == 2
+    monkeypatch.setattr(FusedRoute, "check_groups", lambda self, precision: False)
+    assert serving_forward(tiny_encoder().engine, "float32")[4] == 1
 
 
 def test_int8_and_precision_are_refused_in_one_line(tmp_path):

@@ -110,7 +110,7 @@ def test_a_route_that_cannot_be_exported_leaves_the_export_to_the_next(registere
     engine = on_host(encoder, cpu_flags={"avx2", "fma", "avx512f"})
     assert engine.route("float32") == ("unexportable", "float32")
     assert engine.plan("float32") == ("fused", "float32")
-    _, _, route, compute = export.serving_forward(engine, "float32")
+    _, _, route, compute, _ = export.serving_forward(engine, "float32")
     assert (route.name, compute) == ("fused", "float32")
     assert engine.select("float32", "few", exportable=True)[0].name == "fused"
 
