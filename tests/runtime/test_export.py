@@ -111,10 +111,12 @@ def test_sorted_batches_go_two_a_call_each_padded_to_its_own_length():
     np.testing.assert_allclose(out, [[3, 2], [1, 1], [5, 4], [3, 3], [0, 0], [5, 5], [1, 1]])
 
 
-def test_saved_models_take_two_batches_a_call_where_encode_does(monkeypatch):
-    assert serving_forward(tiny_encoder().engine, "float32")[4] == 2
+def test_saved_models_take_two_batches_a_call_where_encode_does(monkeypatch, on_host):
+    cpu = {"avx2", "fma", "avx512f"}
+    assert serving_forward(on_host(tiny_encoder(), cpu_flags=cpu), "float32")[4] == 2
+    assert serving_forward(on_host(tiny_encoder(), cpu_flags=cpu, gpu=True), "float32")[4] == 1
     monkeypatch.setattr(FusedRoute, "check_groups", lambda self, precision: False)
-    assert serving_forward(tiny_encoder().engine, "float32")[4] == 1
+    assert serving_forward(on_host(tiny_encoder(), cpu_flags=cpu), "float32")[4] == 1
 
 
 def test_int8_and_precision_are_refused_in_one_line(tmp_path):
