@@ -13,7 +13,7 @@ saved to --out), so both sides are timed by the same code. Variants:
       prints `{"skipped": reason}`;
   keras_int8   `encoder.quantize("int8")` (the Keras API), then `encode(texts)`;
   predict      `encoder.predict(np.array(texts), batch_size=32)`;
-  export_P     `export_saved_model(encoder, --work/saved_model_P[, compute=P])`
+  export_P     `export_saved_model(encoder, --work/saved_model_P, overwrite=True[, compute=P])`
                (P = default: no compute argument; P = keras_int8:
                `encoder.quantize("int8")` first, then no compute argument);
                reports the export time;
@@ -119,7 +119,7 @@ def export(args):
             return skip(args, f"encoder.quantize('int8') failed: {type(error).__name__}: {error}")
     start = time.perf_counter()
     try:
-        export_saved_model(encoder, str(path), **kwargs)
+        export_saved_model(encoder, str(path), overwrite=True, **kwargs)  # a later round writes it again
     except (ValueError, TypeError) as error:
         return skip(args, f"export_saved_model refused {kwargs}: {error}")
     peer_common.emit(

@@ -1,4 +1,4 @@
-"""The peer benchmark's own logic: contention measurement, best-of timing, scoring.
+"""The peer benchmark's own logic: contention measurement, best-of timing and rounds, scoring.
 
 No peer and no model is run: `/proc/stat` and the clocks are replaced by
 fixed sequences, and the scored embeddings are small arrays.
@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import cpu_timing  # noqa: E402
+import encode_peers  # noqa: E402
 import encode_peers_report  # noqa: E402
 
 
@@ -74,6 +75,28 @@ class _NullMonitor:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_rounds_keep_each_variants_fastest_round_that_ran():
+    def line(engine, variant, round_number, rate=None):
+        outcome = {"texts_per_second": rate} if rate else {"error": f"failed in round {round_number}"}
+        return {"engine": engine, "variant": variant, "round": round_number, **outcome}
+
+    runs = []
+    for number, (peer, ours, never) in enumerate([(400.0, None, None), (480.0, 600.0, None), (450.0, None, None)], 1):
+        runs += [
+            line("sentence-transformers", "openvino_int8_static", number, peer),
+            line("sbert_keras", "encode_int8", number, ours),
+            line("sbert_keras", "encode_bfloat16", number, never),
+        ]
+    kept = encode_peers.fastest_rounds(runs)
+    assert [(r["variant"], r["round"]) for r in kept] == [
+        ("openvino_int8_static", 2),
+        ("encode_int8", 2),
+        ("encode_bfloat16", 1),  # never ran: its first error stands
+    ]
+    assert [r["rounds_texts_per_second"] for r in kept] == [[400.0, 480.0, 450.0], [None, 600.0, None], [None] * 3]
+    assert kept[2]["error"] == "failed in round 1"
 
 
 def test_request_batches_keep_request_order():
