@@ -5,7 +5,11 @@ heads; seeded random weights) written with the ops of the fused graph
 (`sbert_keras/runtime/fused_graph.py`: one query/key/value matmul, the
 composite LayerNorm, exact GELU, masked mean pooling), converted as the int8
 route converts (`routes.xnnpack.convert`: dynamic-range int8) once per
-variant, each variant with a part taken out:
+variant, each variant with a part taken out. The library's forward
+(`fused_graph.build_forward`) has no switch that takes a part out, so the
+stack is written here; its LayerNorm is the library's
+(`onednn_layer_norm.composite_layer_norm`, what the int8 route converts).
+The variants:
 
 - `full`: the whole stack;
 - `no_layer_norm`: every LayerNorm the identity;
@@ -73,11 +77,10 @@ def forward_function(blocks, variant, shape):
     """The variant's `tf.function` from token embeddings `(batch, length, hidden)` and an int32 mask."""
     import tensorflow as tf
 
-    def layer_norm(x, gamma, beta):
-        if variant == "no_layer_norm":
-            return x
-        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
-        return tf.nn.batch_normalization(x, mean, var, beta, gamma, 1e-12)
+    from sbert_keras.runtime.kernels import onednn_layer_norm
+
+    def layer_norm(x, gamma, beta):  # the int8 route's LayerNorm (`fused_norm=False`), or none
+        return x if variant == "no_layer_norm" else onednn_layer_norm.composite_layer_norm(x, gamma, beta, 1e-12)
 
     def attend(qkv, bias, batch, length):
         if variant == "no_attention":
