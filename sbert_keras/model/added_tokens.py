@@ -9,6 +9,13 @@ TensorFlow ops: one regular expression of the tokens, longest first (Hugging
 Face matches leftmost-longest), where a token with `lstrip` / `rstrip` also
 takes the whitespace on its left / right.
 
+Ragged tensors whose row partition is derived from their own values (one
+row per piece, masks of one length, gathered row splits) are built with
+`validate=False`: RaggedTensor's checks add some 60 graph ops per tensor,
+which a tokenizer graph's first call traces and optimises, for partitions
+that are valid by construction. The one taken from another op's output
+(the byte lengths of a regex split's pieces) keeps them.
+
 Example:
 ```python
 tokens = [{"content": "<mask>", "id": 4, "lstrip": True, "rstrip": False}]
@@ -59,7 +66,9 @@ def split_added_tokens(texts, added_tokens, normalize=None):
     if raw:
         pieces, ids = _split(texts, raw)
     else:
-        pieces = tf.RaggedTensor.from_row_lengths(texts, tf.ones(tf.shape(texts, out_type=tf.int64), tf.int64))
+        pieces = tf.RaggedTensor.from_row_lengths(
+            texts, tf.ones(tf.shape(texts, out_type=tf.int64), tf.int64), validate=False
+        )
         ids = tf.fill(tf.shape(texts), tf.constant(-1, tf.int64))
     return _split_normalized(pieces, ids, normalized, normalize) if normalized else (pieces, ids)
 
@@ -70,14 +79,14 @@ def _split_normalized(pieces, ids, tokens, normalize):
     text_pieces = tf.boolean_mask(flat, is_text)
     sub_pieces, sub_ids = _split(normalize(text_pieces), tokens)
     single = tf.ones([tf.reduce_sum(tf.cast(~is_text, tf.int64))], tf.int64)
-    token_pieces = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(flat, ~is_text), single)
-    token_ids = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(ids, ~is_text), single)
+    token_pieces = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(flat, ~is_text), single, validate=False)
+    token_ids = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(ids, ~is_text), single, validate=False)
     by_piece = _in_text_order(sub_pieces.with_row_splits_dtype(tf.int64), token_pieces, is_text)
     by_piece_ids = _in_text_order(
         sub_pieces.with_row_splits_dtype(tf.int64).with_flat_values(sub_ids), token_ids, is_text
     )
     rows = tf.gather(by_piece.row_splits, pieces.row_splits)
-    return tf.RaggedTensor.from_row_splits(by_piece.flat_values, rows), by_piece_ids.flat_values
+    return tf.RaggedTensor.from_row_splits(by_piece.flat_values, rows, validate=False), by_piece_ids.flat_values
 
 
 def _in_text_order(text_rows, token_rows, is_text):
@@ -103,7 +112,9 @@ def _split(texts, added_tokens):
     ids = tf.fill(tf.shape(pieces), tf.constant(-1, tf.int64))
     for token in added_tokens:  # a few tokens: no lookup table, which a traced function could not own
         ids = tf.where(is_token & tf.equal(content, token["content"]), tf.constant(token["id"], tf.int64), ids)
-    return tf.RaggedTensor.from_value_rowids(pieces, rows, nrows=tf.shape(texts, out_type=tf.int64)[0]), ids
+    return tf.RaggedTensor.from_value_rowids(
+        pieces, rows, nrows=tf.shape(texts, out_type=tf.int64)[0], validate=False
+    ), ids
 
 
 def tokenize_with_added_tokens(tokenizer, texts, added_tokens, cut=None):
@@ -126,10 +137,12 @@ def tokenize_with_added_tokens(tokenizer, texts, added_tokens, cut=None):
     text_ids = tf.cast(_as_ragged(tokenizer(cut(text_pieces) if cut else text_pieces)), tf.int64)
     text_ids = text_ids.with_row_splits_dtype(tf.int64)
     token_rows = tf.RaggedTensor.from_row_lengths(
-        tf.boolean_mask(ids, ~is_text), tf.boolean_mask(tf.ones_like(ids), ~is_text)
+        tf.boolean_mask(ids, ~is_text), tf.boolean_mask(tf.ones_like(ids), ~is_text), validate=False
     )
     by_piece = _in_text_order(text_ids, token_rows.with_row_splits_dtype(tf.int64), is_text)
-    merged = tf.RaggedTensor.from_row_splits(by_piece.flat_values, tf.gather(by_piece.row_splits, pieces.row_splits))
+    merged = tf.RaggedTensor.from_row_splits(
+        by_piece.flat_values, tf.gather(by_piece.row_splits, pieces.row_splits), validate=False
+    )
     return tf.cast(merged, tf.int32)
 
 

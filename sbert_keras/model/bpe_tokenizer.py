@@ -138,7 +138,10 @@ class ByteLevelBPETokenizer(keras_hub.models.RobertaTokenizer):
         if self.drops_bytes:
             word_bytes = tf.ragged.boolean_mask(word_bytes, word_bytes >= 0)
         merged = merge_words(merge_lookup, len(self.vocabulary), word_bytes)
+        # Valid by construction: no validation ops (`added_tokens`' module docstring).
         ids = tf.RaggedTensor.from_row_splits(
-            tf.cast(merged.flat_values, self.compute_dtype), tf.gather(merged.row_splits, words.row_splits)
+            tf.cast(merged.flat_values, self.compute_dtype),
+            tf.gather(merged.row_splits, words.row_splits),
+            validate=False,
         )
         return ids[0] if scalar else ids
