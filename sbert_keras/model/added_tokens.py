@@ -13,8 +13,8 @@ Ragged tensors whose row partition is derived from their own values (one
 row per piece, masks of one length, gathered row splits) are built with
 `validate=False`: RaggedTensor's checks add some 60 graph ops per tensor,
 which a tokenizer graph's first call traces and optimises, for partitions
-that are valid by construction. The one taken from another op's output
-(the byte lengths of a regex split's pieces) keeps them.
+that are valid by construction. Those taken from another op's output (the
+byte lengths of split pieces, here and in `bpe_tokenizer`) keep them.
 
 Example:
 ```python
