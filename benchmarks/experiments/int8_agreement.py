@@ -15,7 +15,11 @@ graph, and prints the agreement of every pair of variants:
 - `onednn_int8`: the fused graph with its int8 weights through oneDNN's
   int8 matmul (where the CPU has an exact one: VNNI or AMX);
 - `weights_only_float32`, `weights_only_bfloat16`: the fused graph with its
-  int8 weights dequantized to float32 or bf16.
+  int8 weights dequantized to float32 or bf16;
+- `xnnpack_int8_one_step`: `xnnpack_int8` itself, its token embeddings each
+  moved one float32 step up (`np.nextafter`): how far float rounding
+  alone moves `encode`'s int8 vectors, the floor for any other
+  realization of the same int8 arithmetic.
 
 One JSON line per pair: min, 1st percentile and mean of the cosines of
 each text's two vectors. A SavedModel would have to keep a min of 0.999
@@ -75,6 +79,10 @@ def variants(encoder, ids, pad_id):
     model = xnnpack.convert(xnnpack.forward_function(encoder, float_weights), quantize=True)
     runner = xnnpack.Runner(model, float_weights.version, float_weights.values().token_table)
     out["xnnpack_int8"] = unit(timed_encode(runner, ids, pad_id, width, 0)[0])
+    table = float_weights.values().token_table.numpy()
+    stepped = tf.constant(np.nextafter(table, np.float32(np.inf)))
+    runner = xnnpack.Runner(model, float_weights.version, stepped)
+    out["xnnpack_int8_one_step"] = unit(timed_encode(runner, ids, pad_id, width, 0)[0])
     if onednn_int8.int8_matmul_available():
         out["onednn_int8"] = graph(int8_weights, onednn_int8.MatmulPolicy())
     for dtype in ("float32", "bfloat16"):
